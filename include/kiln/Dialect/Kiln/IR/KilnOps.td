@@ -1,0 +1,599 @@
+//===- KilnOps.td - kiln dialect ops ------------------------*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// The core tensor ops. Every op is Pure (value semantics), has a summary, a
+// description with an example, an assembly format, and infers its result
+// types from operands and attributes, so the verifier checks them.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_IR_KILNOPS_TD
+#define KILN_DIALECT_KILN_IR_KILNOPS_TD
+
+include "kiln/Dialect/Kiln/IR/KilnDialect.td"
+include "kiln/Dialect/Kiln/IR/KilnInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// An op whose result types are computed by a C++ `inferReturnTypes`.
+class Kiln_InferOp<string mnemonic, list<Trait> traits = [],
+                   list<string> costMethods = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor,
+                                     DeclareOpInterfaceMethods<Kiln_CostOpInterface,
+                                                               costMethods>],
+                                    traits)> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A tensor constant. Large values are `dense_resource` blobs so the IR text
+    stays readable.
+
+    ```mlir
+    %c = kiln.constant dense<[2, 3]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, value.getType(), value);
+    }]>];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class Kiln_UnaryOp<string mnemonic, string what, Type operandType = Kiln_FloatTensor,
+                   list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>], traits)> {
+  let summary = "elementwise " # what;
+  let description = "Computes " # what # " of each element.\n\n"
+      # "```mlir\n%y = kiln." # mnemonic # " %x : tensor<4x8xf32>\n```";
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x", Kiln_Tensor>;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|", Kiln_Tensor>;
+def Kiln_SignOp : Kiln_UnaryOp<"sign", "the sign (-1, 0, 1)", Kiln_Tensor>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e^x">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "the natural logarithm">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "the hyperbolic tangent">;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "the logistic sigmoid 1/(1+e^-x)">;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "the square root">;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "the reciprocal square root">;
+def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1/x">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the Gauss error function">;
+def Kiln_SoftplusOp : Kiln_UnaryOp<"softplus", "log(1 + e^x)">;
+def Kiln_FloorOp : Kiln_UnaryOp<"floor", "the floor">;
+def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "the ceiling">;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", "the sine">;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", "the cosine">;
+def Kiln_NotOp : Kiln_UnaryOp<"not", "logical negation", Kiln_BoolTensor>;
+
+def Kiln_LeakyReluOp : Kiln_UnaryOp<"leaky_relu", "x if x >= 0 else alpha * x"> {
+  let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$alpha);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+def Kiln_EluOp : Kiln_UnaryOp<"elu", "x if x > 0 else alpha * (e^x - 1)"> {
+  let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$alpha);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "x * Phi(x) (`approximate = \"tanh\"` for the tanh form)"> {
+  let arguments = (ins Kiln_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_CastOp : Kiln_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
+  let summary = "elementwise conversion of the element type";
+  let description = [{
+    Converts each element to the result's element type: floats round to
+    nearest even, float to integer truncates toward zero, anything to `i1` is
+    `x != 0`.
+
+    ```mlir
+    %y = kiln.cast %x : tensor<4xf32> -> tensor<4xi64>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary and ternary, with NumPy broadcasting
+//===----------------------------------------------------------------------===//
+
+class Kiln_BinaryOp<string mnemonic, string what, string kind = "arith",
+                    Type operandType = Kiln_Tensor>
+    : Kiln_InferOp<mnemonic> {
+  let summary = "elementwise " # what # ", broadcasting";
+  let description = "Computes " # what # " elementwise. The operands have "
+      # "the same element type and broadcast as in NumPy: shapes align at the "
+      # "right, and a dimension of 1 stretches to the other's size.\n\n"
+      # "```mlir\n%z = kiln." # mnemonic
+      # " %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8x"
+      # !if(!eq(kind, "compare"), "i1", "f32") # ">\n```";
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+  string resultKind = kind;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::kiln::detail::inferBroadcastTypes(
+          loc, {adaptor.getLhs().getType(), adaptor.getRhs().getType()},
+          /*boolResult=*/}] # !if(!eq(kind, "compare"), "true", "false") # [{,
+          results);
+    }
+  }];
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "x + y">;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "x - y">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "x * y">;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "x / y (integers truncate toward zero)">;
+def Kiln_PowOp : Kiln_BinaryOp<"pow", "x ^ y">;
+def Kiln_MaxOp : Kiln_BinaryOp<"max", "max(x, y)">;
+def Kiln_MinOp : Kiln_BinaryOp<"min", "min(x, y)">;
+def Kiln_EqualOp : Kiln_BinaryOp<"equal", "x == y", "compare">;
+def Kiln_LessOp : Kiln_BinaryOp<"less", "x < y", "compare">;
+def Kiln_LessEqualOp : Kiln_BinaryOp<"less_equal", "x <= y", "compare">;
+def Kiln_GreaterOp : Kiln_BinaryOp<"greater", "x > y", "compare">;
+def Kiln_GreaterEqualOp : Kiln_BinaryOp<"greater_equal", "x >= y", "compare">;
+def Kiln_AndOp : Kiln_BinaryOp<"and", "logical and", "arith", Kiln_BoolTensor>;
+def Kiln_OrOp : Kiln_BinaryOp<"or", "logical or", "arith", Kiln_BoolTensor>;
+def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical exclusive or", "arith", Kiln_BoolTensor>;
+
+def Kiln_SelectOp : Kiln_InferOp<"select"> {
+  let summary = "elementwise choice, broadcasting";
+  let description = [{
+    `cond ? on_true : on_false` per element, the three operands broadcast
+    together (ONNX `Where`).
+
+    ```mlir
+    %y = kiln.select %mask, %scores, %neg_inf
+        : (tensor<1x1x8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_BoolTensor:$cond, Kiln_Tensor:$on_true,
+                   Kiln_Tensor:$on_false);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def Kiln_MatmulOp : Kiln_InferOp<"matmul", [], ["getFlops"]> {
+  let summary = "batched matrix product";
+  let description = [{
+    `[..., M, K] x [..., K, N] -> [..., M, N]`; both operands have rank 2 or
+    more and their batch dimensions broadcast. `transpose_lhs`/`transpose_rhs`
+    swap the last two dimensions of an operand before the product.
+
+    ```mlir
+    %y = kiln.matmul %x, %w {transpose_rhs = true}
+        : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_ConvOp : Kiln_InferOp<"conv", [], ["getFlops"]> {
+  let summary = "N-d convolution (cross-correlation), grouped";
+  let description = [{
+    `input [N, C, D1..Dn]`, `weight [O, C/groups, K1..Kn]` -> `[N, O, ...]`.
+    `padding` holds the begin pads of each spatial dimension, then the end
+    pads (ONNX order); `strides` and `dilations` have one entry per spatial
+    dimension. Bias is a separate broadcast `kiln.add`.
+
+    ```mlir
+    %y = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+                           padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64}
+        : (tensor<2x3x8x8xf32>, tensor<16x3x3x3xf32>) -> tensor<2x16x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$padding, I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_ConvTransposeOp : Kiln_InferOp<"conv_transpose", [], ["getFlops"]> {
+  let summary = "N-d transposed convolution, grouped";
+  let description = [{
+    The gradient of `kiln.conv` with respect to its input, as ONNX
+    `ConvTranspose` defines it: `input [N, C, D1..Dn]`, `weight [C, O/groups,
+    K1..Kn]`; output size per spatial dim is `stride * (in - 1) +
+    output_padding + ((k - 1) * dilation + 1) - pad_begin - pad_end`.
+
+    ```mlir
+    %y = kiln.conv_transpose %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>,
+            padding = array<i64: 0, 0, 0, 0>, output_padding = array<i64: 0, 0>, groups = 1 : i64}
+        : (tensor<1x4x4x4xf32>, tensor<4x2x2x2xf32>) -> tensor<1x2x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$output_padding,
+                   I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+class Kiln_PoolOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+  let summary = what # " pooling over the spatial dimensions";
+  let description = "Pools `[N, C, D1..Dn]` windows of `kernel` (per spatial "
+      # "dim) with `strides`, `dilations` and `padding` (begin pads, then end "
+      # "pads). Output size: `floor((in + pads - dilation*(k-1) - 1) / stride) + 1`; "
+      # "ceil-mode pooling is expressed by extra end padding that never "
+      # "contributes.\n\n```mlir\n%y = kiln." # mnemonic
+      # " %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, "
+      # "dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>}\n"
+      # "    : (tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32>\n```";
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_MaxPoolOp : Kiln_PoolOp<"max_pool", "max"> {
+  let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$padding);
+}
+
+def Kiln_AvgPoolOp : Kiln_PoolOp<"avg_pool", "average"> {
+  let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$padding,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
+                   DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ceil_pad);
+  let description = [{
+    Averages windows of `[N, C, D1..Dn]`. With `count_include_pad`, the
+    divisor counts the `padding` elements but never the `ceil_pad` ones (the
+    extra end padding ceil-mode pooling adds, one entry per spatial dim).
+
+    ```mlir
+    %y = kiln.avg_pool %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,
+                           dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>}
+        : (tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and softmax
+//===----------------------------------------------------------------------===//
+
+def Kiln_BatchNormOp : Kiln_InferOp<"batch_norm"> {
+  let summary = "batch normalisation with given statistics (inference)";
+  let description = [{
+    `y = scale * (x - mean) / sqrt(var + epsilon) + bias` over the channel
+    axis 1 of `[N, C, ...]`; scale, bias, mean and var are `[C]`.
+
+    ```mlir
+    %y = kiln.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-05 : f32}
+        : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+        -> tensor<2x3x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
+                   Kiln_FloatTensor:$bias, Kiln_FloatTensor:$mean,
+                   Kiln_FloatTensor:$var, F32Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train"> {
+  let summary = "batch normalisation with batch statistics (training)";
+  let description = [{
+    Normalises with the mean and biased variance of the batch over all axes but
+    the channel axis 1, and returns the updated running statistics as ONNX
+    `BatchNormalization` (training_mode) defines them:
+    `running = running * momentum + batch * (1 - momentum)`, where the running
+    variance takes the unbiased batch variance as PyTorch does.
+
+    ```mlir
+    %y, %rm, %rv = kiln.batch_norm_train %x, %s, %b, %m, %v
+        {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32}
+        : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+        -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
+                   Kiln_FloatTensor:$bias, Kiln_FloatTensor:$running_mean,
+                   Kiln_FloatTensor:$running_var, F32Attr:$epsilon,
+                   F32Attr:$momentum);
+  let results = (outs Kiln_FloatTensor:$result, Kiln_FloatTensor:$new_running_mean,
+                 Kiln_FloatTensor:$new_running_var);
+}
+
+def Kiln_LayerNormOp : Kiln_InferOp<"layer_norm"> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    Normalises over dimensions `axis..rank-1` with the biased variance, then
+    applies `scale` and `bias`, whose shape is those trailing dimensions. Also
+    returns the mean and the reciprocal standard deviation, of the input's
+    shape with the normalised dimensions set to 1.
+
+    ```mlir
+    %y, %mean, %rstd = kiln.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>)
+        -> (tensor<2x8x32xf32>, tensor<2x8x1xf32>, tensor<2x8x1xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
+                   Kiln_FloatTensor:$bias, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result, Kiln_FloatTensor:$mean,
+                 Kiln_FloatTensor:$inv_std_dev);
+}
+
+class Kiln_SoftmaxLikeOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+  let summary = what # " along one axis";
+  let description = "Computes " # what # " along `axis` (non-negative), "
+      # "stably (the maximum is subtracted first).\n\n```mlir\n%y = kiln."
+      # mnemonic # " %x {axis = 1 : i64} : (tensor<4x10xf32>) -> tensor<4x10xf32>\n```";
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "softmax">;
+def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "log-softmax">;
+
+def Kiln_DropoutOp : Kiln_InferOp<"dropout"> {
+  let summary = "training-mode dropout";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the rest by
+    `1 / (1 - ratio)`; also returns the keep mask. The mask comes from a
+    counter-based generator keyed by the run's seed, the step and `seed`
+    (this op's stream), so resumed and multi-rank runs reproduce it.
+
+    ```mlir
+    %y, %mask = kiln.dropout %x {ratio = 1.0e-01 : f32, seed = 0 : i64}
+        : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$ratio,
+                   DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Kiln_FloatTensor:$result, Kiln_BoolTensor:$mask);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Kiln_ReduceOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+  let summary = what # " over some axes";
+  let description = "Reduces with " # what # " over `axes` (non-negative, "
+      # "sorted, unique); `keepdims` keeps them as size 1.\n\n```mlir\n%y = kiln."
+      # mnemonic # " %x {axes = array<i64: 1>, keepdims = false}\n"
+      # "    : (tensor<4x10xf32>) -> tensor<4xf32>\n```";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs Kiln_Tensor:$result);
+}
+def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "a sum"> { let hasFolder = 1; }
+def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "the mean">;
+def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "the maximum">;
+def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "the minimum">;
+def Kiln_ReduceProdOp : Kiln_ReduceOp<"reduce_prod", "a product"> { let hasFolder = 1; }
+
+class Kiln_ArgReduceOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+  let summary = "index of the " # what # " along one axis";
+  let description = "The `i64` index of the " # what # " along `axis`; ties "
+      # "take the first index, or the last with `select_last_index`.\n\n"
+      # "```mlir\n%i = kiln." # mnemonic # " %x {axis = 1 : i64, keepdims = false}\n"
+      # "    : (tensor<4x10xf32>) -> tensor<4xi64>\n```";
+  let arguments = (ins Kiln_Tensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+}
+def Kiln_ArgMaxOp : Kiln_ArgReduceOp<"argmax", "maximum">;
+def Kiln_ArgMinOp : Kiln_ArgReduceOp<"argmin", "minimum">;
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure,
+    DeclareOpInterfaceMethods<Kiln_CostOpInterface, ["getFlops"]>]> {
+  let summary = "same elements, new static shape";
+  let description = [{
+    Reinterprets the row-major elements of the input with the result's shape;
+    the element counts agree.
+
+    ```mlir
+    %y = kiln.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure,
+    DeclareOpInterfaceMethods<Kiln_CostOpInterface, ["getFlops"]>]> {
+  let summary = "NumPy broadcast to a static shape";
+  let description = [{
+    Broadcasts the input to the result's shape under NumPy rules (ONNX
+    `Expand`); the input's shape must broadcast to it exactly.
+
+    ```mlir
+    %y = kiln.broadcast %x : tensor<1x4xf32> -> tensor<3x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_TransposeOp : Kiln_InferOp<"transpose", [], ["getFlops"]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    Result dimension `i` is input dimension `perm[i]`.
+
+    ```mlir
+    %y = kiln.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def Kiln_SliceOp : Kiln_InferOp<"slice", [], ["getFlops"]> {
+  let summary = "static strided slice";
+  let description = [{
+    Per dimension, the elements `start, start + stride, ...` before `limit`.
+    Starts and limits are already clamped; a negative stride walks backwards
+    (then `limit` may be -1, meaning "through index 0").
+
+    ```mlir
+    %y = kiln.slice %x {starts = array<i64: 0, 1>, limits = array<i64: 2, 4>,
+                        strides = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<2x2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def Kiln_ConcatOp : Kiln_InferOp<"concat", [], ["getFlops"]> {
+  let summary = "joins tensors along an axis";
+  let description = [{
+    ```mlir
+    %y = kiln.concat %a, %b {axis = 0 : i64}
+        : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def Kiln_PadOp : Kiln_InferOp<"pad", [], ["getFlops"]> {
+  let summary = "pads each dimension";
+  let description = [{
+    Adds `low[i]` elements before and `high[i]` after dimension `i` (negative
+    values crop). `mode` is `constant` (with `value`), `reflect` or `edge`.
+
+    ```mlir
+    %y = kiln.pad %x {low = array<i64: 0, 1>, high = array<i64: 0, 1>, mode = "constant",
+                      value = 0.0 : f64} : (tensor<2x4xf32>) -> tensor<2x6xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$low,
+                   DenseI64ArrayAttr:$high,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                   DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Kiln_Tensor:$result);
+}
+
+def Kiln_GatherOp : Kiln_InferOp<"gather", [], ["getFlops"]> {
+  let summary = "takes slices along an axis by index (embedding lookup)";
+  let description = [{
+    `result[i..., j..., k...] = input[i..., indices[j...], k...]` with `axis`
+    the position of the gathered dimension (ONNX `Gather`, NumPy `take`).
+    Negative indices count from the end; an index out of range is an error at
+    run time.
+
+    ```mlir
+    %e = kiln.gather %table, %ids {axis = 0 : i64}
+        : (tensor<100x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+class Kiln_LossOp<string mnemonic> : Kiln_InferOp<mnemonic> {
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_SoftmaxCrossEntropyOp : Kiln_LossOp<"softmax_cross_entropy"> {
+  let summary = "softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `logits [N, C, D...]` with the class on `class_axis` (1, as in ONNX and
+    `torch.nn.functional.cross_entropy`, or the last axis), `labels [N, D...]`
+    integers, optional per-class `weight [C]`. `reduction` is `mean`
+    (weighted mean over the positions whose label is not `ignore_index`),
+    `sum` or `none` (result of the labels' shape).
+
+    ```mlir
+    %l = kiln.softmax_cross_entropy %logits, %labels {reduction = "mean", class_axis = 1 : i64}
+        : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IndexTensor:$labels,
+                   Optional<Kiln_FloatTensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedAttr<I64Attr, "1">:$class_axis);
+}
+
+def Kiln_NllLossOp : Kiln_LossOp<"nll_loss"> {
+  let summary = "negative log-likelihood of log-probabilities";
+  let description = [{
+    As `kiln.softmax_cross_entropy` but its input is already log-probabilities
+    (ONNX `NegativeLogLikelihoodLoss`, `torch.nn.functional.nll_loss`).
+
+    ```mlir
+    %l = kiln.nll_loss %logp, %labels {reduction = "mean", class_axis = 1 : i64}
+        : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IndexTensor:$labels,
+                   Optional<Kiln_FloatTensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedAttr<I64Attr, "1">:$class_axis);
+}
+
+def Kiln_MseLossOp : Kiln_InferOp<"mse_loss"> {
+  let summary = "mean squared error";
+  let description = [{
+    `(x - y)^2` of same-shaped operands, reduced by `reduction` (`mean` over
+    all elements, `sum`, or `none`).
+
+    ```mlir
+    %l = kiln.mse_loss %pred, %target {reduction = "mean"}
+        : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$target,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+#endif // KILN_DIALECT_KILN_IR_KILNOPS_TD

@@ -1,0 +1,20 @@
+//===- InitAllPasses.h - every pass Kiln's tools offer ----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#ifndef KILN_INITALLPASSES_H
+#define KILN_INITALLPASSES_H
+
+#include "kiln/Conversion/Passes.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace kiln {
+/// Registers Kiln's passes and the upstream ones its pipelines use.
+inline void registerAllPasses() {
+  registerKilnConversionPasses();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}
+} // namespace kiln
+
+#endif // KILN_INITALLPASSES_H

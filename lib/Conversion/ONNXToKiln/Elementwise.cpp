@@ -1,0 +1,200 @@
+//===- Elementwise.cpp - ONNX elementwise ops to kiln -----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Unary and broadcasting binary ops, their variadic forms (Sum, Max, Min,
+// Mean), Where, Clip, Cast and Identity. ONNX's multidirectional broadcasting
+// (opset >= 7) is kiln's, so most ops map one to one.
+//===----------------------------------------------------------------------===//
+#include "PatternUtils.h"
+
+using namespace mlir;
+using namespace kiln;
+
+Type kiln::onnxElementType(MLIRContext *ctx, int64_t dataType) {
+  Builder b(ctx);
+  switch (dataType) {
+  case 1: return b.getF32Type();
+  case 2: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case 3: return b.getI8Type();
+  case 4: return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case 5: return b.getI16Type();
+  case 6: return b.getI32Type();
+  case 7: return b.getI64Type();
+  case 9: return b.getI1Type();
+  case 10: return b.getF16Type();
+  case 11: return b.getF64Type();
+  case 12: return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case 13: return IntegerType::get(ctx, 64, IntegerType::Unsigned);
+  case 16: return b.getBF16Type();
+  default: return {};
+  }
+}
+
+FailureOr<SmallVector<int64_t>> kiln::normalizeAxes(NodeRewriter &rw,
+                                                    ArrayRef<int64_t> axes,
+                                                    int64_t rank) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes)
+    out.push_back(KILN_TRY(rw.axis(a, rank)));
+  llvm::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
+
+template <typename OpTy>
+LogicalResult convertUnary(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  return rw.replace(KILN_TRY(rw.create<OpTy>({x})));
+}
+
+template <typename OpTy>
+LogicalResult convertBinary(onnx::NodeOp, NodeRewriter &rw) {
+  Value a = KILN_TRY(rw.required(0));
+  Value b = KILN_TRY(rw.required(1));
+  return rw.replace(KILN_TRY(rw.create<OpTy>({a, b})));
+}
+
+/// Sum, Max, Min: a left fold of the binary op over all inputs.
+template <typename OpTy>
+FailureOr<Value> foldVariadic(NodeRewriter &rw) {
+  if (rw.numInputs() == 0)
+    return rw.error("needs at least one input");
+  Value acc = KILN_TRY(rw.required(0));
+  for (unsigned i = 1; i < rw.numInputs(); ++i)
+    acc = KILN_TRY(rw.create<OpTy>({acc, KILN_TRY(rw.required(i))}));
+  return acc;
+}
+
+template <typename OpTy>
+LogicalResult convertVariadic(onnx::NodeOp, NodeRewriter &rw) {
+  return rw.replace(KILN_TRY(foldVariadic<OpTy>(rw)));
+}
+
+LogicalResult convertMean(onnx::NodeOp, NodeRewriter &rw) {
+  Value sum = KILN_TRY(foldVariadic<AddOp>(rw));
+  Value n = rw.scalar(rw.numInputs(), NodeRewriter::elementOf(sum));
+  return rw.replace(KILN_TRY(rw.create<DivOp>({sum, n})));
+}
+
+LogicalResult convertPow(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value y = KILN_TRY(rw.required(1));
+  // Opset 12+ allows an exponent of another type: compute in the base's.
+  y = rw.cast(y, NodeRewriter::elementOf(x));
+  return rw.replace(KILN_TRY(rw.create<PowOp>({x, y})));
+}
+
+LogicalResult convertLeakyRelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 0.01f));
+  return rw.replace(KILN_TRY(rw.create<LeakyReluOp>({x}, {rw.f32Attr("alpha", alpha)})));
+}
+
+LogicalResult convertElu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 1.0f));
+  return rw.replace(KILN_TRY(rw.create<EluOp>({x}, {rw.f32Attr("alpha", alpha)})));
+}
+
+LogicalResult convertGelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  std::string approx = KILN_TRY(rw.strAttr("approximate", "none"));
+  return rw.replace(KILN_TRY(
+      rw.create<GeluOp>({x}, {rw.attr("approximate", rw.builder().getStringAttr(approx))})));
+}
+
+LogicalResult convertIdentity(onnx::NodeOp, NodeRewriter &rw) {
+  return rw.replace(KILN_TRY(rw.required(0)));
+}
+
+LogicalResult convertWhere(onnx::NodeOp, NodeRewriter &rw) {
+  Value c = KILN_TRY(rw.required(0));
+  Value t = KILN_TRY(rw.required(1));
+  Value f = KILN_TRY(rw.required(2));
+  return rw.replace(KILN_TRY(rw.create<SelectOp>({c, t, f})));
+}
+
+LogicalResult convertCast(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  int64_t to = KILN_TRY(rw.intAttr("to", 0));
+  Type elt = onnxElementType(rw.builder().getContext(), to);
+  if (!elt)
+    return rw.error("cast to ONNX data type " + Twine(to) + " is not supported");
+  return rw.replace(rw.cast(x, elt));
+}
+
+/// Clip: bounds are attributes before opset 11 and optional scalar inputs
+/// from 11 on. Lowered to max(min(x, hi), lo) so autodiff needs no new op.
+LogicalResult convertClip(onnx::NodeOp node, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Type elt = NodeRewriter::elementOf(x);
+  Value lo, hi;
+  if (rw.opset() < 11) {
+    if (rw.hasAttr("min"))
+      lo = rw.scalar(KILN_TRY(rw.floatAttr("min", 0)), elt);
+    if (rw.hasAttr("max"))
+      hi = rw.scalar(KILN_TRY(rw.floatAttr("max", 0)), elt);
+  } else {
+    lo = rw.input(1);
+    hi = rw.input(2);
+    for (Value bound : {lo, hi})
+      if (bound && NodeRewriter::rankOf(bound) != 0)
+        return rw.error("min and max must be scalars");
+  }
+  Value y = x;
+  if (hi)
+    y = KILN_TRY(rw.create<MinOp>({y, hi}));
+  if (lo)
+    y = KILN_TRY(rw.create<MaxOp>({y, lo}));
+  return rw.replace(y);
+}
+
+} // namespace
+
+void kiln::populateONNXElementwisePatterns(ONNXPatternRegistry &r) {
+  constexpr int64_t kMax = 22;
+  r.add("Neg", 6, kMax, convertUnary<NegOp>);
+  r.add("Abs", 6, kMax, convertUnary<AbsOp>);
+  r.add("Sign", 9, kMax, convertUnary<SignOp>);
+  r.add("Exp", 6, kMax, convertUnary<ExpOp>);
+  r.add("Log", 6, kMax, convertUnary<LogOp>);
+  r.add("Tanh", 6, kMax, convertUnary<TanhOp>);
+  r.add("Sigmoid", 6, kMax, convertUnary<SigmoidOp>);
+  r.add("Relu", 6, kMax, convertUnary<ReluOp>);
+  r.add("Sqrt", 6, kMax, convertUnary<SqrtOp>);
+  r.add("Reciprocal", 6, kMax, convertUnary<ReciprocalOp>);
+  r.add("Erf", 9, kMax, convertUnary<ErfOp>);
+  r.add("Softplus", 1, kMax, convertUnary<SoftplusOp>);
+  r.add("Floor", 6, kMax, convertUnary<FloorOp>);
+  r.add("Ceil", 6, kMax, convertUnary<CeilOp>);
+  r.add("Sin", 7, kMax, convertUnary<SinOp>);
+  r.add("Cos", 7, kMax, convertUnary<CosOp>);
+  r.add("Not", 1, kMax, convertUnary<NotOp>);
+  r.add("LeakyRelu", 6, kMax, convertLeakyRelu);
+  r.add("Elu", 6, kMax, convertElu);
+  r.add("Gelu", 20, kMax, convertGelu);
+  r.add("Identity", 1, kMax, convertIdentity);
+
+  r.add("Add", 7, kMax, convertBinary<AddOp>);
+  r.add("Sub", 7, kMax, convertBinary<SubOp>);
+  r.add("Mul", 7, kMax, convertBinary<MulOp>);
+  r.add("Div", 7, kMax, convertBinary<DivOp>);
+  r.add("Pow", 7, kMax, convertPow);
+  r.add("Equal", 7, kMax, convertBinary<EqualOp>);
+  r.add("Less", 7, kMax, convertBinary<LessOp>);
+  r.add("LessOrEqual", 12, kMax, convertBinary<LessEqualOp>);
+  r.add("Greater", 7, kMax, convertBinary<GreaterOp>);
+  r.add("GreaterOrEqual", 12, kMax, convertBinary<GreaterEqualOp>);
+  r.add("And", 7, kMax, convertBinary<AndOp>);
+  r.add("Or", 7, kMax, convertBinary<OrOp>);
+  r.add("Xor", 7, kMax, convertBinary<XorOp>);
+  r.add("Sum", 8, kMax, convertVariadic<AddOp>);
+  r.add("Max", 8, kMax, convertVariadic<MaxOp>);
+  r.add("Min", 8, kMax, convertVariadic<MinOp>);
+  r.add("Mean", 8, kMax, convertMean);
+  r.add("Where", 9, kMax, convertWhere);
+  r.add("Cast", 6, kMax, convertCast);
+  r.add("Clip", 6, kMax, convertClip);
+}

@@ -1,0 +1,708 @@
+//===- KilnOps.cpp - kiln dialect ops ---------------------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Type inference, verifiers and costs of the kiln ops. Every op infers its
+// result types, so a wrong result type is a verifier error that names the
+// types; the checks on operands and attributes are made here once, and all
+// producers (the ONNX conversion, autodiff, hand-written IR) share them.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace kiln;
+
+#include "kiln/Dialect/Kiln/IR/KilnDialect.cpp.inc"
+#include "kiln/Dialect/Kiln/IR/KilnInterfaces.cpp.inc"
+
+void KilnDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"
+      >();
+}
+
+Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
+  return RankedTensorType::get(shape, elt);
+}
+
+static ArrayRef<int64_t> shapeOf(Type t) {
+  return cast<RankedTensorType>(t).getShape();
+}
+
+static Type elementOf(Type t) {
+  return cast<RankedTensorType>(t).getElementType();
+}
+
+static int64_t numElements(Type t) {
+  if (auto r = dyn_cast<RankedTensorType>(t))
+    return r.hasStaticShape() ? r.getNumElements() : 0;
+  return 0;
+}
+
+static int64_t byteSize(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape())
+    return 0;
+  unsigned bits = r.getElementType().getIntOrFloatBitWidth();
+  return r.getNumElements() * std::max<int64_t>(1, bits / 8);
+}
+
+int64_t kiln::detail::defaultFlops(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getResultTypes())
+    n += numElements(t);
+  return n;
+}
+
+int64_t kiln::detail::defaultBytesAccessed(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getOperandTypes())
+    n += byteSize(t);
+  for (Type t : op->getResultTypes())
+    n += byteSize(t);
+  return n;
+}
+
+LogicalResult kiln::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                                    SmallVectorImpl<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return success();
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleave(shape, os, ",");
+  os << "]";
+  return s;
+}
+
+LogicalResult kiln::detail::inferBroadcastTypes(std::optional<Location> loc,
+                                                ArrayRef<Type> operands,
+                                                bool boolResult,
+                                                SmallVectorImpl<Type> &results) {
+  SmallVector<int64_t> shape;
+  Type elt = elementOf(operands.front());
+  for (Type t : operands) {
+    if (elementOf(t) != elt)
+      return emitOptionalError(loc, "operands have different element types: ",
+                               operands.front(), " and ", t);
+    SmallVector<int64_t> next;
+    if (failed(broadcastShapes(shape, shapeOf(t), next)))
+      return emitOptionalError(loc, "shapes ", shapeStr(shape), " and ",
+                               shapeStr(shapeOf(t)), " do not broadcast");
+    shape = next;
+  }
+  Builder b(operands.front().getContext());
+  results.push_back(tensorOf(shape, boolResult ? b.getI1Type() : elt));
+  return success();
+}
+
+/// Checks that `axis` indexes a tensor of `rank` dims.
+static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
+                               int64_t rank, StringRef what = "axis") {
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
+                             rank);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  Type t = adaptor.getOnTrue().getType(), f = adaptor.getOnFalse().getType();
+  if (elementOf(t) != elementOf(f))
+    return emitOptionalError(loc, "on_true and on_false have different element "
+                                  "types: ",
+                             t, " and ", f);
+  SmallVector<int64_t> s1, s2;
+  if (failed(broadcastShapes(shapeOf(adaptor.getCond().getType()), shapeOf(t), s1)) ||
+      failed(broadcastShapes(s1, shapeOf(f), s2)))
+    return emitOptionalError(loc, "operand shapes do not broadcast");
+  results.push_back(tensorOf(s2, elementOf(t)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and convolution
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  Type lt = adaptor.getLhs().getType(), rt = adaptor.getRhs().getType();
+  ArrayRef<int64_t> l = shapeOf(lt), r = shapeOf(rt);
+  if (l.size() < 2 || r.size() < 2)
+    return emitOptionalError(loc, "operands need rank >= 2, got ", lt, " and ", rt);
+  if (elementOf(lt) != elementOf(rt))
+    return emitOptionalError(loc, "operands have different element types");
+  int64_t m = l[l.size() - 2], kl = l.back();
+  if (adaptor.getTransposeLhs())
+    std::swap(m, kl);
+  int64_t kr = r[r.size() - 2], n = r.back();
+  if (adaptor.getTransposeRhs())
+    std::swap(kr, n);
+  if (kl != kr)
+    return emitOptionalError(loc, "contracting dimensions differ: ", kl, " vs ", kr);
+  SmallVector<int64_t> batch;
+  if (failed(broadcastShapes(l.drop_back(2), r.drop_back(2), batch)))
+    return emitOptionalError(loc, "batch dimensions do not broadcast");
+  batch.push_back(m);
+  batch.push_back(n);
+  results.push_back(tensorOf(batch, elementOf(lt)));
+  return success();
+}
+
+int64_t MatmulOp::getFlops() {
+  ArrayRef<int64_t> l = shapeOf(getLhs().getType());
+  int64_t k = getTransposeLhs() ? l[l.size() - 2] : l.back();
+  return 2 * k * numElements(getType());
+}
+
+/// Checks the per-spatial-dim attribute arrays of a conv or pool op over an
+/// input of `spatial` spatial dims.
+static LogicalResult checkWindowAttrs(std::optional<Location> loc, size_t spatial,
+                                      ArrayRef<int64_t> strides,
+                                      ArrayRef<int64_t> dilations,
+                                      ArrayRef<int64_t> padding) {
+  if (strides.size() != spatial || dilations.size() != spatial ||
+      padding.size() != 2 * spatial)
+    return emitOptionalError(loc, "expected ", spatial, " strides, ", spatial,
+                             " dilations and ", 2 * spatial, " pads, got ",
+                             strides.size(), ", ", dilations.size(), " and ",
+                             padding.size());
+  for (size_t i = 0; i < spatial; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1)
+      return emitOptionalError(loc, "strides and dilations must be >= 1");
+    if (padding[i] < 0 || padding[i + spatial] < 0)
+      return emitOptionalError(loc, "pads must be >= 0");
+  }
+  return success();
+}
+
+/// Output size of a window op along one dim.
+static int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t dil,
+                         int64_t padLo, int64_t padHi) {
+  int64_t span = dil * (k - 1) + 1;
+  int64_t padded = in + padLo + padHi;
+  if (padded < span)
+    return 0;
+  return (padded - span) / stride + 1;
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  Type it = adaptor.getInput().getType(), wt = adaptor.getWeight().getType();
+  ArrayRef<int64_t> in = shapeOf(it), w = shapeOf(wt);
+  if (in.size() < 3 || w.size() != in.size())
+    return emitOptionalError(loc, "input ", it, " and weight ", wt,
+                             " must both have rank N+2 with N >= 1");
+  size_t spatial = in.size() - 2;
+  if (failed(checkWindowAttrs(loc, spatial, adaptor.getStrides(),
+                              adaptor.getDilations(), adaptor.getPadding())))
+    return failure();
+  int64_t groups = adaptor.getGroups();
+  if (groups < 1 || in[1] % groups || w[0] % groups || in[1] / groups != w[1])
+    return emitOptionalError(loc, "channels do not match: input has ", in[1],
+                             ", weight expects ", w[1], " x ", groups, " groups");
+  SmallVector<int64_t> out = {in[0], w[0]};
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t o = windowOut(in[i + 2], w[i + 2], adaptor.getStrides()[i],
+                          adaptor.getDilations()[i], adaptor.getPadding()[i],
+                          adaptor.getPadding()[i + spatial]);
+    if (o < 1)
+      return emitOptionalError(loc, "kernel larger than padded input in spatial dim ", i);
+    out.push_back(o);
+  }
+  results.push_back(tensorOf(out, elementOf(it)));
+  return success();
+}
+
+int64_t ConvOp::getFlops() {
+  ArrayRef<int64_t> w = shapeOf(getWeight().getType());
+  int64_t perOut = 1;
+  for (int64_t d : w.drop_front(1))
+    perOut *= d;
+  return 2 * perOut * numElements(getType());
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  Type it = adaptor.getInput().getType(), wt = adaptor.getWeight().getType();
+  ArrayRef<int64_t> in = shapeOf(it), w = shapeOf(wt);
+  if (in.size() < 3 || w.size() != in.size())
+    return emitOptionalError(loc, "input and weight must both have rank N+2");
+  size_t spatial = in.size() - 2;
+  if (failed(checkWindowAttrs(loc, spatial, adaptor.getStrides(),
+                              adaptor.getDilations(), adaptor.getPadding())))
+    return failure();
+  if (adaptor.getOutputPadding().size() != spatial)
+    return emitOptionalError(loc, "expected ", spatial, " output_padding values");
+  int64_t groups = adaptor.getGroups();
+  if (groups < 1 || in[1] != w[0] || in[1] % groups)
+    return emitOptionalError(loc, "channels do not match: input has ", in[1],
+                             ", weight has ", w[0]);
+  SmallVector<int64_t> out = {in[0], w[1] * groups};
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t o = adaptor.getStrides()[i] * (in[i + 2] - 1) +
+                adaptor.getOutputPadding()[i] +
+                ((w[i + 2] - 1) * adaptor.getDilations()[i] + 1) -
+                adaptor.getPadding()[i] - adaptor.getPadding()[i + spatial];
+    if (o < 1)
+      return emitOptionalError(loc, "empty output in spatial dim ", i);
+    out.push_back(o);
+  }
+  results.push_back(tensorOf(out, elementOf(it)));
+  return success();
+}
+
+int64_t ConvTransposeOp::getFlops() {
+  ArrayRef<int64_t> w = shapeOf(getWeight().getType());
+  int64_t perIn = 1;
+  for (int64_t d : w.drop_front(1))
+    perIn *= d;
+  return 2 * perIn * numElements(getInput().getType());
+}
+
+static LogicalResult inferPool(std::optional<Location> loc, Type it,
+                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> dilations,
+                               ArrayRef<int64_t> padding,
+                               SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(it);
+  if (in.size() < 3)
+    return emitOptionalError(loc, "input must have rank N+2 with N >= 1, got ", it);
+  size_t spatial = in.size() - 2;
+  if (kernel.size() != spatial)
+    return emitOptionalError(loc, "expected ", spatial, " kernel sizes, got ",
+                             kernel.size());
+  if (failed(checkWindowAttrs(loc, spatial, strides, dilations, padding)))
+    return failure();
+  SmallVector<int64_t> out = {in[0], in[1]};
+  for (size_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1)
+      return emitOptionalError(loc, "kernel sizes must be >= 1");
+    int64_t o = windowOut(in[i + 2], kernel[i], strides[i], dilations[i],
+                          padding[i], padding[i + spatial]);
+    if (o < 1)
+      return emitOptionalError(loc, "window larger than padded input in spatial dim ", i);
+    out.push_back(o);
+  }
+  results.push_back(tensorOf(out, elementOf(it)));
+  return success();
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  return inferPool(loc, a.getInput().getType(), a.getKernel(), a.getStrides(),
+                   a.getDilations(), a.getPadding(), results);
+}
+
+LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> ceilPad = a.getCeilPad();
+  size_t spatial = shapeOf(a.getInput().getType()).size() - 2;
+  if (!ceilPad.empty() && ceilPad.size() != spatial)
+    return emitOptionalError(loc, "expected ", spatial, " ceil_pad values");
+  return inferPool(loc, a.getInput().getType(), a.getKernel(), a.getStrides(),
+                   a.getDilations(), a.getPadding(), results);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax, dropout
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkChannelParams(std::optional<Location> loc, Type input,
+                                        ValueRange params) {
+  ArrayRef<int64_t> in = shapeOf(input);
+  if (in.size() < 2)
+    return emitOptionalError(loc, "input must have rank >= 2, got ", input);
+  for (Value p : params)
+    if (shapeOf(p.getType()) != ArrayRef<int64_t>{in[1]} ||
+        elementOf(p.getType()) != elementOf(input))
+      return emitOptionalError(loc, "expected a tensor<", in[1], "x",
+                               elementOf(input), "> per-channel parameter, got ",
+                               p.getType());
+  return success();
+}
+
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &results) {
+  if (failed(checkChannelParams(loc, a.getInput().getType(),
+                                {a.getScale(), a.getBias(), a.getMean(), a.getVar()})))
+    return failure();
+  results.push_back(a.getInput().getType());
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor a,
+                                                 SmallVectorImpl<Type> &results) {
+  if (failed(checkChannelParams(loc, a.getInput().getType(),
+                                {a.getScale(), a.getBias(), a.getRunningMean(),
+                                 a.getRunningVar()})))
+    return failure();
+  results.push_back(a.getInput().getType());
+  results.push_back(a.getRunningMean().getType());
+  results.push_back(a.getRunningVar().getType());
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &results) {
+  Type it = a.getInput().getType();
+  ArrayRef<int64_t> in = shapeOf(it);
+  int64_t axis = a.getAxis();
+  if (failed(checkAxis(loc, axis, in.size())))
+    return failure();
+  for (Value p : {a.getScale(), a.getBias()})
+    if (shapeOf(p.getType()) != in.drop_front(axis))
+      return emitOptionalError(loc, "scale and bias must have the normalised shape ",
+                               shapeStr(in.drop_front(axis)), ", got ", p.getType());
+  SmallVector<int64_t> stat(in.begin(), in.end());
+  for (size_t i = axis; i < in.size(); ++i)
+    stat[i] = 1;
+  results.push_back(it);
+  results.push_back(tensorOf(stat, elementOf(it)));
+  results.push_back(tensorOf(stat, elementOf(it)));
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  if (failed(checkAxis(loc, a.getAxis(), shapeOf(a.getInput().getType()).size())))
+    return failure();
+  results.push_back(a.getInput().getType());
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc, Adaptor a,
+                                             SmallVectorImpl<Type> &results) {
+  if (failed(checkAxis(loc, a.getAxis(), shapeOf(a.getInput().getType()).size())))
+    return failure();
+  results.push_back(a.getInput().getType());
+  return success();
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  float ratio = a.getRatio().convertToFloat();
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return emitOptionalError(loc, "ratio must be in [0, 1), got ", ratio);
+  Type it = a.getInput().getType();
+  results.push_back(it);
+  results.push_back(tensorOf(shapeOf(it), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduce(std::optional<Location> loc, Type it,
+                                 ArrayRef<int64_t> axes, bool keepdims, Type elt,
+                                 SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(it);
+  int64_t prev = -1;
+  for (int64_t a : axes) {
+    if (failed(checkAxis(loc, a, in.size())))
+      return failure();
+    if (a <= prev)
+      return emitOptionalError(loc, "axes must be sorted and unique");
+    prev = a;
+  }
+  SmallVector<int64_t> out;
+  for (int64_t i = 0, e = in.size(); i < e; ++i) {
+    bool reduced = llvm::is_contained(axes, i);
+    if (!reduced)
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  results.push_back(tensorOf(out, elt ? elt : elementOf(it)));
+  return success();
+}
+
+#define KILN_REDUCE_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor a, SmallVectorImpl<Type> &results) { \
+    return inferReduce(loc, a.getInput().getType(), a.getAxes(), a.getKeepdims(), \
+                       Type(), results);                                         \
+  }
+KILN_REDUCE_INFER(ReduceSumOp)
+KILN_REDUCE_INFER(ReduceMeanOp)
+KILN_REDUCE_INFER(ReduceMaxOp)
+KILN_REDUCE_INFER(ReduceMinOp)
+KILN_REDUCE_INFER(ReduceProdOp)
+#undef KILN_REDUCE_INFER
+
+#define KILN_ARGREDUCE_INFER(OP)                                                 \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                           \
+                                     std::optional<Location> loc, Adaptor a,     \
+                                     SmallVectorImpl<Type> &results) {           \
+    return inferReduce(loc, a.getInput().getType(), {a.getAxis()},               \
+                       a.getKeepdims(), IntegerType::get(ctx, 64), results);     \
+  }
+KILN_ARGREDUCE_INFER(ArgMaxOp)
+KILN_ARGREDUCE_INFER(ArgMinOp)
+#undef KILN_ARGREDUCE_INFER
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << in << " (" << in.getNumElements() << " elements) to " << out << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type changes");
+  SmallVector<int64_t> b;
+  if (in.getRank() > out.getRank() ||
+      failed(broadcastShapes(in.getShape(), out.getShape(), b)) ||
+      ArrayRef<int64_t>(b) != out.getShape())
+    return emitOpError("cannot broadcast ") << in << " to " << out;
+  return success();
+}
+
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t BroadcastOp::getFlops() { return 0; }
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(a.getInput().getType());
+  ArrayRef<int64_t> perm = a.getPerm();
+  if (perm.size() != in.size())
+    return emitOptionalError(loc, "perm has ", perm.size(), " entries for rank ",
+                             in.size());
+  llvm::SmallSet<int64_t, 8> seen;
+  SmallVector<int64_t> out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)in.size() || !seen.insert(p).second)
+      return emitOptionalError(loc, "perm is not a permutation of 0..",
+                               in.size() - 1);
+    out.push_back(in[p]);
+  }
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor a, SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(a.getInput().getType());
+  ArrayRef<int64_t> starts = a.getStarts(), limits = a.getLimits(),
+                    strides = a.getStrides();
+  if (starts.size() != in.size() || limits.size() != in.size() ||
+      strides.size() != in.size())
+    return emitOptionalError(loc, "starts, limits and strides need ", in.size(),
+                             " entries each");
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t s = starts[i], l = limits[i], st = strides[i];
+    if (st == 0)
+      return emitOptionalError(loc, "stride of dim ", i, " is 0");
+    if (st > 0 ? (s < 0 || s > in[i] || l < 0 || l > in[i])
+               : (s < 0 || s >= std::max<int64_t>(in[i], 1) || l < -1 ||
+                  l >= in[i]))
+      return emitOptionalError(loc, "slice bounds [", s, ", ", l, ") of dim ", i,
+                               " are out of range for size ", in[i]);
+    int64_t n = st > 0 ? (l > s ? (l - s + st - 1) / st : 0)
+                       : (s > l ? (s - l + (-st) - 1) / (-st) : 0);
+    out.push_back(n);
+  }
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
+  return success();
+}
+
+int64_t SliceOp::getFlops() { return 0; }
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &results) {
+  if (a.getInputs().empty())
+    return emitOptionalError(loc, "needs at least one input");
+  Type first = a.getInputs().front().getType();
+  SmallVector<int64_t> out(shapeOf(first));
+  int64_t axis = a.getAxis();
+  if (failed(checkAxis(loc, axis, out.size())))
+    return failure();
+  for (Value v : a.getInputs().drop_front()) {
+    ArrayRef<int64_t> s = shapeOf(v.getType());
+    if (elementOf(v.getType()) != elementOf(first) || s.size() != out.size())
+      return emitOptionalError(loc, "inputs differ in element type or rank");
+    for (size_t i = 0; i < s.size(); ++i)
+      if ((int64_t)i != axis && s[i] != out[i])
+        return emitOptionalError(loc, "inputs differ in dim ", i, ": ", out[i],
+                                 " vs ", s[i]);
+    out[axis] += s[axis];
+  }
+  results.push_back(tensorOf(out, elementOf(first)));
+  return success();
+}
+
+int64_t ConcatOp::getFlops() { return 0; }
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor a, SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(a.getInput().getType());
+  if (a.getLow().size() != in.size() || a.getHigh().size() != in.size())
+    return emitOptionalError(loc, "low and high need ", in.size(), " entries each");
+  StringRef mode = a.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOptionalError(loc, "mode must be constant, reflect or edge, got ",
+                             mode);
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t n = in[i] + a.getLow()[i] + a.getHigh()[i];
+    if (n < 0)
+      return emitOptionalError(loc, "negative size in dim ", i);
+    if (mode == "reflect" && (a.getLow()[i] >= in[i] || a.getHigh()[i] >= in[i]))
+      return emitOptionalError(loc, "reflect padding of dim ", i,
+                               " must be smaller than its size");
+    out.push_back(n);
+  }
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
+  return success();
+}
+
+int64_t PadOp::getFlops() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(a.getInput().getType());
+  int64_t axis = a.getAxis();
+  if (failed(checkAxis(loc, axis, in.size())))
+    return failure();
+  SmallVector<int64_t> out(in.begin(), in.begin() + axis);
+  llvm::append_range(out, shapeOf(a.getIndices().getType()));
+  out.append(in.begin() + axis + 1, in.end());
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
+  return success();
+}
+
+int64_t GatherOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkReduction(std::optional<Location> loc, StringRef r) {
+  if (r != "mean" && r != "sum" && r != "none")
+    return emitOptionalError(loc, "reduction must be mean, sum or none, got ", r);
+  return success();
+}
+
+/// Shared by softmax_cross_entropy and nll_loss: logits [N, C, D...] (class
+/// at class_axis), labels of the logits' shape without the class axis.
+template <typename Adaptor>
+static LogicalResult inferClassLoss(std::optional<Location> loc, Adaptor a,
+                                    SmallVectorImpl<Type> &results) {
+  Type lt = a.getLogits().getType();
+  ArrayRef<int64_t> logits = shapeOf(lt);
+  if (failed(checkReduction(loc, a.getReduction())))
+    return failure();
+  int64_t axis = a.getClassAxis();
+  if (logits.size() < 1 || failed(checkAxis(loc, axis, logits.size(), "class_axis")))
+    return failure();
+  SmallVector<int64_t> labelShape(logits);
+  labelShape.erase(labelShape.begin() + axis);
+  if (shapeOf(a.getLabels().getType()) != ArrayRef<int64_t>(labelShape))
+    return emitOptionalError(loc, "labels must have shape ", shapeStr(labelShape),
+                             " for logits ", lt, ", got ", a.getLabels().getType());
+  if (a.getWeight() &&
+      shapeOf(a.getWeight().getType()) != ArrayRef<int64_t>{logits[axis]})
+    return emitOptionalError(loc, "weight must have one entry per class (",
+                             logits[axis], ")");
+  if (a.getReduction() == "none")
+    results.push_back(tensorOf(labelShape, elementOf(lt)));
+  else
+    results.push_back(tensorOf({}, elementOf(lt)));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> loc,
+                                                      Adaptor a,
+                                                      SmallVectorImpl<Type> &results) {
+  return inferClassLoss(loc, a, results);
+}
+
+LogicalResult NllLossOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  return inferClassLoss(loc, a, results);
+}
+
+
+LogicalResult MseLossOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &results) {
+  if (failed(checkReduction(loc, a.getReduction())))
+    return failure();
+  Type it = a.getInput().getType();
+  if (it != a.getTarget().getType())
+    return emitOptionalError(loc, "input ", it, " and target ",
+                             a.getTarget().getType(), " differ");
+  if (a.getReduction() == "none")
+    results.push_back(it);
+  else
+    results.push_back(tensorOf({}, elementOf(it)));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"

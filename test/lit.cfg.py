@@ -1,0 +1,27 @@
+# -*- Python -*-
+# lit configuration for check-kiln.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "KILN"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+# The oracle (torch, onnx, numpy) lives in Debian's python.
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%models", os.path.join(config.kiln_obj_root, "test", "models")))
+config.substitutions.append(("%kiln_src", config.kiln_src_root))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
+tools = ["kiln-opt", "kiln-translate"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
