@@ -362,9 +362,8 @@ static LogicalResult checkChannelParams(std::optional<Location> loc, Type input,
   for (Value p : params)
     if (shapeOf(p.getType()) != ArrayRef<int64_t>{in[1]} ||
         elementOf(p.getType()) != elementOf(input))
-      return emitOptionalError(loc, "expected a tensor<", in[1], "x",
-                               elementOf(input), "> per-channel parameter, got ",
-                               p.getType());
+      return emitOptionalError(loc, "expected a ", tensorOf({in[1]}, elementOf(input)),
+                               " per-channel parameter, got ", p.getType());
   return success();
 }
 

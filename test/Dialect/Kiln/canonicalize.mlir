@@ -1,0 +1,87 @@
+// RUN: kiln-opt %s --canonicalize -split-input-file | FileCheck %s
+
+// The shape subgraph PyTorch emits for x.view(x.size(0), -1), already in
+// kiln form: it folds to one constant.
+// CHECK-LABEL: func.func @shape_chain
+// CHECK-NEXT: %[[C:.*]] = kiln.constant dense<[2, 12]> : tensor<2xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @shape_chain() -> tensor<2xi64> {
+  %shape = kiln.constant dense<[2, 3, 4]> : tensor<3xi64>
+  %i0 = kiln.constant dense<0> : tensor<i64>
+  %d0 = kiln.gather %shape, %i0 {axis = 0 : i64} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %u = kiln.reshape %d0 : tensor<i64> -> tensor<1xi64>
+  %tail = kiln.slice %shape {starts = array<i64: 1>, limits = array<i64: 3>, strides = array<i64: 1>} : (tensor<3xi64>) -> tensor<2xi64>
+  %p = kiln.reduce_prod %tail {axes = array<i64: 0>, keepdims = true} : (tensor<2xi64>) -> tensor<1xi64>
+  %c = kiln.concat %u, %p {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  return %c : tensor<2xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @arith
+// CHECK-DAG: kiln.constant dense<[3, 0, -2]> : tensor<3xi64>
+// CHECK-DAG: kiln.constant dense<[true, false, false]> : tensor<3xi1>
+// CHECK-DAG: kiln.constant dense<[3.500000e+00, 1.000000e+00, 2.000000e+00]> : tensor<3xf32>
+// CHECK-NOT: kiln.div
+// CHECK-NOT: kiln.equal
+func.func @arith() -> (tensor<3xi64>, tensor<3xi1>, tensor<3xf32>) {
+  %a = kiln.constant dense<[7, 1, -5]> : tensor<3xi64>
+  %b = kiln.constant dense<2> : tensor<i64>
+  // Integer division truncates toward zero, as ONNX's Div does.
+  %q = kiln.div %a, %b : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  %e = kiln.equal %q, %q : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  %m = kiln.constant dense<[true, false, false]> : tensor<3xi1>
+  %z = kiln.and %e, %m : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %f = kiln.cast %a : tensor<3xi64> -> tensor<3xf32>
+  %half = kiln.constant dense<[2.0, 1.0, -2.5]> : tensor<3xf32>
+  %r = kiln.div %f, %half : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %fl = kiln.constant dense<[3.5, 1.0, 2.0]> : tensor<3xf32>
+  %mn = kiln.min %r, %fl : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %q, %z, %mn : tensor<3xi64>, tensor<3xi1>, tensor<3xf32>
+}
+
+// -----
+
+// Integer division by zero is left for the runtime to report.
+// CHECK-LABEL: func.func @div_zero
+// CHECK: kiln.div
+func.func @div_zero() -> tensor<2xi64> {
+  %a = kiln.constant dense<[1, 2]> : tensor<2xi64>
+  %b = kiln.constant dense<[1, 0]> : tensor<2xi64>
+  %q = kiln.div %a, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  return %q : tensor<2xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @movement
+// CHECK-DAG: kiln.constant dense<{{\[}}[1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>
+// CHECK-DAG: kiln.constant dense<{{\[}}[1, 2, 3], [1, 2, 3]]> : tensor<2x3xi64>
+// CHECK-DAG: kiln.constant dense<[6, 4]> : tensor<2xi64>
+// CHECK-DAG: kiln.constant dense<[3, 3, 1]> : tensor<3xi64>
+func.func @movement() -> (tensor<3x2xi64>, tensor<2x3xi64>, tensor<2xi64>, tensor<3xi64>) {
+  %a = kiln.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %t = kiln.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  %row = kiln.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %b = kiln.broadcast %row : tensor<3xi64> -> tensor<2x3xi64>
+  %flat = kiln.reshape %a : tensor<2x3xi64> -> tensor<6xi64>
+  // A negative stride walks backwards: elements 5 and 3.
+  %s = kiln.slice %flat {starts = array<i64: 5>, limits = array<i64: 2>, strides = array<i64: -2>} : (tensor<6xi64>) -> tensor<2xi64>
+  %idx = kiln.constant dense<[-1, 2, 0]> : tensor<3xi64>
+  %g = kiln.gather %row, %idx {axis = 0 : i64} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  return %t, %b, %s, %g : tensor<3x2xi64>, tensor<2x3xi64>, tensor<2xi64>, tensor<3xi64>
+}
+
+// -----
+
+// Identity forms fold to their operand.
+// CHECK-LABEL: func.func @identities
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT: return %[[X]], %[[X]], %[[X]]
+func.func @identities(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = kiln.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = kiln.reshape %x : tensor<2x3xf32> -> tensor<6xf32>
+  %2 = kiln.reshape %1 : tensor<6xf32> -> tensor<2x3xf32>
+  %3 = kiln.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
