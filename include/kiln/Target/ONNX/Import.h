@@ -1,0 +1,52 @@
+//===- Import.h - ONNX model to the onnx dialect -----------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Imports an ONNX ModelProto file into a module holding `func.func @forward`
+// made of `onnx.node`, `onnx.none` and `onnx.constant` ops.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TARGET_ONNX_IMPORT_H
+#define KILN_TARGET_ONNX_IMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace kiln {
+
+/// How to resolve the symbolic dimensions of a model.
+struct ImportOptions {
+  /// Values for symbolic dimensions by name (dim_param), as `--dim name=N`.
+  /// They apply wherever the symbol occurs.
+  std::map<std::string, int64_t> dimValues;
+  /// When > 0, the size of dimension 0 of every graph input whose dimension 0
+  /// is symbolic or unknown (`--batch-size N`). dimValues takes precedence.
+  int64_t batchSize = 0;
+};
+
+/// Loads, validates and shape-infers the ONNX model at `path` and imports it
+/// into `ctx`. The module carries `onnx.opset` (the default-domain opset after
+/// any upgrade to opset 17), `kiln.weights` (the model's absolute path) and
+/// `onnx.producer`. Returns null after emitting exactly one error, located at
+/// the model file (line = 1-based node index for node errors).
+mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
+                                             mlir::MLIRContext &ctx,
+                                             const ImportOptions &opts = {});
+
+/// As importONNX, for a model already read into `bytes`; `path` names the
+/// model in locations and `kiln.weights`, and its folder holds external data.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXFromBuffer(llvm::StringRef bytes, llvm::StringRef path,
+                     mlir::MLIRContext &ctx, const ImportOptions &opts = {});
+
+/// Registers the `--import-onnx` translation with its `--dim name=N` and
+/// `--batch-size N` options.
+void registerONNXImportTranslation();
+
+} // namespace kiln
+
+#endif // KILN_TARGET_ONNX_IMPORT_H
