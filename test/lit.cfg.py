@@ -22,6 +22,7 @@ config.substitutions.append(("%kiln_src", config.kiln_src_root))
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
 tools = ["kiln-opt", "kiln-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
