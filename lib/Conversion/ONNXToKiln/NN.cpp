@@ -120,15 +120,23 @@ LogicalResult convertConvTranspose(onnx::NodeOp, NodeRewriter &rw) {
   if (!outShape.empty() && outShape.size() != spatial)
     outShape = SmallVector<int64_t>(ArrayRef<int64_t>(outShape).take_back(spatial));
   if (!outShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    // Pads follow from the requested output size (ONNX's total_padding).
+    // Pads follow from the requested output size (ONNX's total_padding):
+    // SAME_UPPER puts the odd one at the end, anything else (SAME_LOWER, and
+    // NOTSET with output_shape) at the beginning, as the spec's equations do.
     for (size_t i = 0; i < spatial; ++i) {
       int64_t target = outShape.empty() ? in[i + 2] * strides[i] : outShape[i];
       int64_t total = strides[i] * (in[i + 2] - 1) + outPad[i] +
                       ((kernel[i] - 1) * dilations[i] + 1) - target;
-      if (total < 0)
-        return rw.error("output_shape is larger than the op can produce");
-      bool lowerFirst = autoPad != "SAME_LOWER";
-      pads[i] = lowerFirst ? total / 2 : total - total / 2;
+      if (total < 0) {
+        // An output_shape beyond what the input covers (the ONNX test
+        // convtranspose_output_shape): the extra end positions are the
+        // zeros output_padding adds.
+        outPad[i] -= total;
+        pads[i] = pads[i + spatial] = 0;
+        continue;
+      }
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? total / 2 : total - total / 2;
       pads[i + spatial] = total - pads[i];
     }
   } else if (autoPad == "VALID") {

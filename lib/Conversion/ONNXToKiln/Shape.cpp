@@ -343,11 +343,13 @@ LogicalResult convertSlice(onnx::NodeOp, NodeRewriter &rw) {
     if (step > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
+    } else if (dim == 0) { // Nothing to take.
+      b = e = 0, step = 1;
     } else {
-      b = std::clamp<int64_t>(b, -1, dim - 1);
+      // Walking backwards, a start before the beginning still takes
+      // element 0 (the spec clamps starts to [0, dim - 1], unlike NumPy).
+      b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      if (b < 0) // Nothing to take.
-        b = e = 0, step = 1;
     }
     s[a] = b;
     l[a] = e;

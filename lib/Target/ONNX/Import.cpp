@@ -665,11 +665,6 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &imp : model.opset_import())
     opsets[onnxlib::normalizeDomain(imp.domain())] = imp.version();
   auto defaultOpset = opsets.find("");
-  if (defaultOpset == opsets.end()) {
-    (void)fail(fileLoc, "the model does not import the default ONNX operator "
-                        "set (ai.onnx)");
-    return {};
-  }
 
   // Shape inference results: value_info, then the declared outputs, inputs.
   for (const auto &vi : graph.value_info())
@@ -713,7 +708,10 @@ OwningOpRef<ModuleOp> Importer::run() {
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   ModuleOp m = *module;
-  m->setAttr("onnx.opset", builder.getI64IntegerAttr(defaultOpset->second));
+  // Absent for a model that imports only other domains (e.g. the training
+  // operators of ai.onnx.preview.training).
+  if (defaultOpset != opsets.end())
+    m->setAttr("onnx.opset", builder.getI64IntegerAttr(defaultOpset->second));
   llvm::SmallString<256> absPath(path);
   (void)llvm::sys::fs::make_absolute(absPath);
   llvm::sys::path::remove_dots(absPath, /*remove_dot_dot=*/true);

@@ -487,13 +487,10 @@ bool validateStructure(ModelProto &model, const std::string &displayName,
                     ", which the model's opset_import does not list";
     return false;
   }
+  // A model may import only ai.onnx.preview.training or ai.onnx.ml (the loop
+  // above made sure then that no node uses the default domain).
   auto def = opsets.find("");
-  if (def == opsets.end()) {
-    err.message = "the model does not import the default ONNX operator set "
-                  "(ai.onnx)";
-    return false;
-  }
-  if (def->second < kMinOpset) {
+  if (def != opsets.end() && def->second < kMinOpset) {
     err.message = "opset " + std::to_string(def->second) +
                   " is older than " + std::to_string(kMinOpset) +
                   ", the oldest ONNX operator set Kiln imports; re-export the "
@@ -694,7 +691,8 @@ bool loadImpl(const char *data, size_t size, const std::string &displayName,
   applyDimOptions(graph, options);
 
   // Upgrade old opsets; when the converter cannot, keep the model as it is.
-  if (opsets[""] < kTargetOpset) {
+  auto def = opsets.find("");
+  if (def != opsets.end() && def->second < kTargetOpset) {
     try {
       ModelProto converted =
           ::onnx::version_conversion::ConvertVersion(model, kTargetOpset);

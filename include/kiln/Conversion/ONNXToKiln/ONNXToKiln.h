@@ -116,9 +116,6 @@ public:
     // do when the op itself is created (inference reads them).
     OpTy::populateDefaultProperties(
         mlir::OperationName(OpTy::getOperationName(), ctx), props);
-    // Unset default-valued attributes read as their defaults, as on an op.
-    OpTy::populateDefaultProperties(
-        mlir::OperationName(OpTy::getOperationName(), ctx), props);
     llvm::SmallVector<mlir::Type> types;
     if (mlir::failed(OpTy::inferReturnTypes(ctx, loc, operands, dict,
                                             mlir::OpaqueProperties(&props), {},

@@ -30,9 +30,10 @@ struct ImportOptions {
 
 /// Loads, validates and shape-infers the ONNX model at `path` and imports it
 /// into `ctx`. The module carries `onnx.opset` (the default-domain opset after
-/// any upgrade to opset 17), `kiln.weights` (the model's absolute path) and
-/// `onnx.producer`. Returns null after emitting exactly one error, located at
-/// the model file (line = 1-based node index for node errors).
+/// any upgrade to opset 17; absent when the model imports only other domains),
+/// `kiln.weights` (the model's absolute path) and `onnx.producer`. Returns
+/// null after emitting exactly one error, located at the model file (line =
+/// 1-based node index for node errors).
 mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
                                              mlir::MLIRContext &ctx,
                                              const ImportOptions &opts = {});
