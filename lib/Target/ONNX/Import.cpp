@@ -1,4 +1,5 @@
-//===- Import.cpp - ONNX model to the onnx dialect ---------------*- C++ -*-===//
+//===- Import.cpp - ONNX model to the onnx dialect ---------------*- C++
+//-*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // Builds `func.func @forward` from a loaded, validated and shape-inferred
@@ -195,8 +196,8 @@ std::string readTensorData(const proto::TensorProto &tensor, uint64_t numel,
       put(i, tensor.int32_data(idx) != 0);
       break;
     default: // INT32, INT16, INT8, UINT16, UINT8, FLOAT16, BFLOAT16.
-      put(i, static_cast<uint64_t>(
-                 static_cast<uint32_t>(tensor.int32_data(idx))));
+      put(i,
+          static_cast<uint64_t>(static_cast<uint32_t>(tensor.int32_data(idx))));
       break;
     }
   }
@@ -334,8 +335,8 @@ FailureOr<Type> Importer::valueType(const std::string &name, Location loc) {
 FailureOr<Type> Importer::inputType(const proto::ValueInfoProto &input) {
   Location loc = nameLoc(input.name());
   const std::string what = "input " + quote(input.name());
-  if (!input.has_type() || input.type().value_case() ==
-                               proto::TypeProto::VALUE_NOT_SET) {
+  if (!input.has_type() ||
+      input.type().value_case() == proto::TypeProto::VALUE_NOT_SET) {
     (void)fail(loc, what + " has no type");
     return failure();
   }
@@ -403,8 +404,8 @@ Importer::tensorDims(const proto::TensorProto &tensor, const std::string &what,
   numel = 1;
   for (int64_t d : tensor.dims()) {
     if (d < 0) {
-      (void)fail(loc, what + " has invalid shape " +
-                          onnxlib::shapeString(tensor));
+      (void)fail(loc,
+                 what + " has invalid shape " + onnxlib::shapeString(tensor));
       return failure();
     }
     if (d != 0 && numel > kMaxElements / static_cast<uint64_t>(d)) {
@@ -437,8 +438,8 @@ Importer::paramType(const proto::TensorProto &tensor) {
   auto dims = tensorDims(tensor, what, loc, numel);
   if (failed(dims))
     return failure();
-  std::string why = readTensorData(tensor, numel,
-                                   storageSize(tensor.data_type()), nullptr);
+  std::string why =
+      readTensorData(tensor, numel, storageSize(tensor.data_type()), nullptr);
   if (!why.empty()) {
     (void)fail(loc, what + ": " + why);
     return failure();
@@ -446,9 +447,10 @@ Importer::paramType(const proto::TensorProto &tensor) {
   return RankedTensorType::get(*dims, elementType(tensor.data_type()));
 }
 
-FailureOr<ElementsAttr>
-Importer::tensorAttr(const proto::TensorProto &tensor, const std::string &what,
-                     Location loc, const std::string &blobName) {
+FailureOr<ElementsAttr> Importer::tensorAttr(const proto::TensorProto &tensor,
+                                             const std::string &what,
+                                             Location loc,
+                                             const std::string &blobName) {
   Type elem = elementType(tensor.data_type());
   if (!elem) {
     (void)fail(loc, what + " has element type " +
@@ -471,8 +473,8 @@ Importer::tensorAttr(const proto::TensorProto &tensor, const std::string &what,
   if (numel > static_cast<uint64_t>(kMaxInlineElements)) {
     AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
         ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
-    return ElementsAttr(
-        DenseResourceElementsAttr::get(type, blobKey(blobName), std::move(blob)));
+    return ElementsAttr(DenseResourceElementsAttr::get(type, blobKey(blobName),
+                                                       std::move(blob)));
   }
   if (elem.isInteger(1)) {
     SmallVector<bool> bits;
@@ -486,8 +488,7 @@ Importer::tensorAttr(const proto::TensorProto &tensor, const std::string &what,
 }
 
 FailureOr<Attribute> Importer::nodeAttr(const proto::AttributeProto &attr,
-                                        const std::string &desc,
-                                        Location loc) {
+                                        const std::string &desc, Location loc) {
   using A = proto::AttributeProto;
   A::AttributeType kind = attr.type();
   if (kind == A::UNDEFINED) {
@@ -556,9 +557,9 @@ FailureOr<Attribute> Importer::nodeAttr(const proto::AttributeProto &attr,
   case A::TENSORS: {
     SmallVector<Attribute> list;
     for (int i = 0, e = attr.tensors_size(); i < e; ++i) {
-      auto value = tensorAttr(attr.tensors(i),
-                              what + " tensor " + std::to_string(i), loc,
-                              attr.name());
+      auto value =
+          tensorAttr(attr.tensors(i), what + " tensor " + std::to_string(i),
+                     loc, attr.name());
       if (failed(value))
         return failure();
       list.push_back(*value);
@@ -614,8 +615,8 @@ LogicalResult Importer::importNode(int index) {
     if (attr.name().empty())
       return fail(loc, desc + " has an attribute without a name");
     if (!seen.insert(attr.name()).second)
-      return fail(loc, desc + " has attribute " + quote(attr.name()) +
-                           " twice");
+      return fail(loc,
+                  desc + " has attribute " + quote(attr.name()) + " twice");
     auto value = nodeAttr(attr, desc, loc);
     if (failed(value))
       return failure();
@@ -739,9 +740,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   // Non-floating initializers are constants.
   for (const proto::TensorProto *init : constants) {
     Location loc = nameLoc(init->name());
-    auto value =
-        tensorAttr(*init, "initializer " + quote(init->name()), loc,
-                   init->name());
+    auto value = tensorAttr(*init, "initializer " + quote(init->name()), loc,
+                            init->name());
     if (failed(value))
       return {};
     values[init->name()] =
@@ -774,8 +774,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   return module;
 }
 
-OwningOpRef<ModuleOp> finishImport(bool loaded,
-                                   const proto::ModelProto &model,
+OwningOpRef<ModuleOp> finishImport(bool loaded, const proto::ModelProto &model,
                                    const onnxlib::LoadError &err,
                                    llvm::StringRef path, MLIRContext &ctx,
                                    const ImportOptions &opts) {
@@ -784,8 +783,9 @@ OwningOpRef<ModuleOp> finishImport(bool loaded,
     if (err.nodeIndex >= 0 && model.has_graph() &&
         err.nodeIndex < model.graph().node_size())
       loc = NameLoc::get(
-          StringAttr::get(&ctx, nodeDisplayName(model.graph().node(err.nodeIndex),
-                                                err.nodeIndex)),
+          StringAttr::get(&ctx,
+                          nodeDisplayName(model.graph().node(err.nodeIndex),
+                                          err.nodeIndex)),
           FileLineColLoc::get(&ctx, path,
                               static_cast<unsigned>(err.nodeIndex) + 1, 0));
     emitError(loc) << err.message;

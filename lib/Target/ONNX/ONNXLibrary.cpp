@@ -1,4 +1,5 @@
-//===- ONNXLibrary.cpp - no-throw wrapper over libonnx -----------*- C++ -*-===//
+//===- ONNXLibrary.cpp - no-throw wrapper over libonnx -----------*- C++
+//-*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // The one file of Kiln compiled with -fexceptions: it calls libonnx and
@@ -18,6 +19,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -26,7 +28,9 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -205,7 +209,8 @@ bool readFile(const std::string &path, std::string &out, std::string &why) {
     ::close(fd);
     return false;
   }
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxModelBytes) {
+  if (S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) > kMaxModelBytes) {
     why = "the file is " + std::to_string(st.st_size) +
           " bytes; a serialized ONNX model is at most 2 GiB (store the "
           "weights as external data)";
@@ -256,8 +261,8 @@ bool parseUnsigned(const std::string &text, uint64_t &value) {
 /// Resolves an external data `location` against `baseDir`, refusing anything
 /// that is not inside that folder once symbolic links are followed.
 bool resolveExternalLocation(const std::string &baseDir,
-                             const std::string &location,
-                             std::string &resolved, std::string &why) {
+                             const std::string &location, std::string &resolved,
+                             std::string &why) {
   if (location.empty()) {
     why = "is empty";
     return false;
@@ -321,7 +326,7 @@ bool inlineExternalData(TensorProto &tensor, const std::string &what,
   if (tensor.data_location() != TensorProto::EXTERNAL)
     return true;
   std::string location;
-  bool hasLocation = false, hasOffset = false, hasLength = false;
+  bool hasLocation = false, hasLength = false;
   uint64_t offset = 0, length = 0;
   for (const auto &entry : tensor.external_data()) {
     const std::string &key = entry.key();
@@ -337,28 +342,26 @@ bool inlineExternalData(TensorProto &tensor, const std::string &what,
       }
       if (key == "offset") {
         offset = v;
-        hasOffset = true;
       } else {
         length = v;
         hasLength = true;
       }
     }
   }
-  (void)hasOffset;
   if (!hasLocation) {
     err.message = what + ": external data has no 'location' entry";
     return false;
   }
   std::string path, why;
   if (!resolveExternalLocation(baseDir, location, path, why)) {
-    err.message = what + ": external data location " + quote(location) + " " +
-                  why;
+    err.message =
+        what + ": external data location " + quote(location) + " " + why;
     return false;
   }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    err.message = what + ": cannot open external data file " +
-                  quote(location) + ": " + errnoText(errno);
+    err.message = what + ": cannot open external data file " + quote(location) +
+                  ": " + errnoText(errno);
     return false;
   }
   struct stat st;
@@ -422,8 +425,7 @@ bool inlineExternalData(TensorProto &tensor, const std::string &what,
 /// Structural checks the checker reports badly or not at all. Fills
 /// `opsets` with the model's imports (domain normalised).
 bool validateStructure(ModelProto &model, const std::string &displayName,
-                       std::map<std::string, int64_t> &opsets,
-                       LoadError &err) {
+                       std::map<std::string, int64_t> &opsets, LoadError &err) {
   const std::string invalid = quote(displayName) + " is not a valid ONNX model";
   if (!model.has_ir_version()) {
     err.message = invalid + " (it has no ir_version)";
@@ -444,8 +446,8 @@ bool validateStructure(ModelProto &model, const std::string &displayName,
   for (const auto &imp : model.opset_import()) {
     std::string domain = normalizeDomain(imp.domain());
     if (!isKnownDomain(domain)) {
-      err.message = "opset_import names unknown operator domain " +
-                    quote(imp.domain());
+      err.message =
+          "opset_import names unknown operator domain " + quote(imp.domain());
       auto it = firstUse.find(domain);
       if (it != firstUse.end()) {
         err.message += ", first used by " +
@@ -491,8 +493,8 @@ bool validateStructure(ModelProto &model, const std::string &displayName,
   // above made sure then that no node uses the default domain).
   auto def = opsets.find("");
   if (def != opsets.end() && def->second < kMinOpset) {
-    err.message = "opset " + std::to_string(def->second) +
-                  " is older than " + std::to_string(kMinOpset) +
+    err.message = "opset " + std::to_string(def->second) + " is older than " +
+                  std::to_string(kMinOpset) +
                   ", the oldest ONNX operator set Kiln imports; re-export the "
                   "model with a newer opset";
     return false;
@@ -551,9 +553,8 @@ bool validateStructure(ModelProto &model, const std::string &displayName,
       const char *by = it->second == Input         ? "a graph input"
                        : it->second == Initializer ? "an initializer"
                                                    : "an earlier node";
-      err.message = nodeDesc(node, i) + " defines " + quote(out) +
-                    ", which " + by +
-                    " already defines (ONNX graphs are in SSA form)";
+      err.message = nodeDesc(node, i) + " defines " + quote(out) + ", which " +
+                    by + " already defines (ONNX graphs are in SSA form)";
       err.nodeIndex = i;
       return false;
     }
@@ -571,8 +572,7 @@ bool validateStructure(ModelProto &model, const std::string &displayName,
 /// Replaces symbolic dims in `shape` by the values in `params`.
 void substituteDims(::onnx::TypeProto *type,
                     const std::map<std::string, int64_t> &params) {
-  if (!type || !type->has_tensor_type() ||
-      !type->tensor_type().has_shape())
+  if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
     return;
   auto *shape = type->mutable_tensor_type()->mutable_shape();
   for (auto &dim : *shape->mutable_dim()) {
@@ -621,6 +621,303 @@ void applyDimOptions(GraphProto &graph, const LoadOptions &options) {
     substituteDims(v.mutable_type(), params);
 }
 
+/// Initializers larger than this are left out of the copy of the model that
+/// the version converter and shape inference see (and that the isolated
+/// process sends back): they only need its type and shape, which a graph
+/// input of the same name gives them.
+constexpr uint64_t kStripBytes = 64 * 1024;
+
+/// Time the isolated libonnx process may take.
+constexpr unsigned kStageSeconds = 300;
+
+uint64_t dataBytes(const TensorProto &tensor) {
+  return tensor.raw_data().size() + 4 * uint64_t(tensor.float_data_size()) +
+         4 * uint64_t(tensor.int32_data_size()) +
+         8 * uint64_t(tensor.int64_data_size()) +
+         8 * uint64_t(tensor.double_data_size()) +
+         8 * uint64_t(tensor.uint64_data_size());
+}
+
+bool isStripped(const TensorProto &tensor) {
+  return dataBytes(tensor) > kStripBytes;
+}
+
+/// Replaces every large initializer of `model` by a graph input of the same
+/// name, type and shape (unless the graph already lists it as an input).
+void stripLargeInitializers(ModelProto &model) {
+  GraphProto &graph = *model.mutable_graph();
+  std::set<std::string> inputs;
+  for (const auto &input : graph.input())
+    inputs.insert(input.name());
+  auto *inits = graph.mutable_initializer();
+  int kept = 0;
+  for (int i = 0, e = inits->size(); i < e; ++i) {
+    TensorProto &init = *inits->Mutable(i);
+    if (!isStripped(init)) {
+      if (kept != i)
+        inits->Mutable(kept)->Swap(&init);
+      ++kept;
+      continue;
+    }
+    if (inputs.insert(init.name()).second) {
+      ::onnx::ValueInfoProto *input = graph.add_input();
+      input->set_name(init.name());
+      auto *tensorType = input->mutable_type()->mutable_tensor_type();
+      tensorType->set_elem_type(init.data_type());
+      auto *shape = tensorType->mutable_shape();
+      for (int64_t d : init.dims())
+        shape->add_dim()->set_dim_value(d);
+    }
+  }
+  while (inits->size() > kept)
+    inits->RemoveLast();
+}
+
+/// Undoes stripLargeInitializers on `result` (the converted, shape-inferred
+/// model) using the initializers of `original`, in their original order.
+void restoreInitializers(ModelProto &original, ModelProto &result) {
+  GraphProto &from = *original.mutable_graph();
+  GraphProto &to = *result.mutable_graph();
+  std::set<std::string> originalInputs, stripped;
+  for (const auto &input : from.input())
+    originalInputs.insert(input.name());
+  std::map<std::string, TensorProto *> kept;
+  for (auto &init : *to.mutable_initializer())
+    kept.emplace(init.name(), &init);
+  ::google::protobuf::RepeatedPtrField<TensorProto> inits;
+  std::set<std::string> placed;
+  for (auto &init : *from.mutable_initializer()) {
+    if (isStripped(init)) {
+      stripped.insert(init.name());
+      placed.insert(init.name());
+      inits.Add()->Swap(&init);
+      continue;
+    }
+    auto it = kept.find(init.name());
+    if (it == kept.end())
+      continue; // The converter dropped it.
+    inits.Add()->Swap(it->second);
+    placed.insert(it->first);
+  }
+  // Initializers the converter added (attributes that became inputs).
+  for (auto &init : *to.mutable_initializer())
+    if (!init.name().empty() && !placed.count(init.name()) &&
+        !stripped.count(init.name()))
+      inits.Add()->Swap(&init);
+  to.mutable_initializer()->Swap(&inits);
+  // Drop the stand-in inputs.
+  auto *inputs = to.mutable_input();
+  int keptInputs = 0;
+  for (int i = 0, e = inputs->size(); i < e; ++i) {
+    const std::string &name = inputs->Get(i).name();
+    if (stripped.count(name) && !originalInputs.count(name))
+      continue;
+    if (keptInputs != i)
+      inputs->Mutable(keptInputs)->Swap(inputs->Mutable(i));
+    ++keptInputs;
+  }
+  while (inputs->size() > keptInputs)
+    inputs->RemoveLast();
+}
+
+/// Runs the libonnx stages on `work` (a copy of the model the caller may
+/// discard): the checker, then on a version without the large initializers,
+/// the version converter (when `upgrade`) and shape inference. `mark` is told
+/// the stage about to run. Returns "" or a one-line error.
+std::string runStages(ModelProto &work, bool upgrade,
+                      void (*mark)(char stage)) {
+  mark('c');
+  try {
+    ::onnx::checker::check_model(work);
+  } catch (const std::exception &e) {
+    return "ONNX checker: " + oneLine(e.what());
+  }
+  stripLargeInitializers(work);
+  // Upgrade old opsets; when the converter cannot, keep the model as it is.
+  if (upgrade) {
+    mark('v');
+    try {
+      ModelProto converted =
+          ::onnx::version_conversion::ConvertVersion(work, kTargetOpset);
+      ::onnx::checker::check_model(converted);
+      work = std::move(converted);
+    } catch (...) {
+    }
+  }
+  mark('s');
+  try {
+    ::onnx::ShapeInferenceOptions inferOptions(/*check_type=*/false,
+                                               /*strict_mode=*/1,
+                                               /*data_prop=*/true);
+    ::onnx::shape_inference::InferShapes(
+        work, ::onnx::OpSchemaRegistry::Instance(), inferOptions);
+  } catch (const std::exception &e) {
+    return "shape inference failed: " + oneLine(e.what());
+  }
+  return "";
+}
+
+const char *stageName(char stage) {
+  switch (stage) {
+  case 'c':
+    return "the ONNX checker";
+  case 'v':
+    return "the version converter";
+  case 's':
+    return "shape inference";
+  default:
+    return "loading";
+  }
+}
+
+bool runStagesInProcess(const ModelProto &model, bool upgrade,
+                        ModelProto &result, LoadError &err) {
+  result = model;
+  std::string why = runStages(result, upgrade, [](char) {});
+  if (why.empty())
+    return true;
+  err.message = why;
+  return false;
+}
+
+int stagePipe = -1;
+
+bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Runs the stages in a forked child, so that a crash inside libonnx (whose
+/// inference functions trust their inputs' ranks) is an error, not the end of
+/// the process. The child sends back stage marks, then 'O' and the model, or
+/// 'E' and a message.
+bool runStagesIsolated(const ModelProto &model, bool upgrade,
+                       ModelProto &result, LoadError &err) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    err.message = "cannot create a pipe for libonnx: " + errnoText(errno);
+    return false;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    err.message = "cannot fork for libonnx: " + errnoText(errno);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return false;
+  }
+  if (pid == 0) {
+    // The child: no return, no exit handlers, and crashes that only its
+    // exit status reports (no LLVM crash handler, no core file, no output).
+    ::close(fds[0]);
+    stagePipe = fds[1];
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM, SIGPIPE})
+      ::signal(sig, SIG_DFL);
+    struct rlimit noCore = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &noCore);
+    int devNull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devNull >= 0) {
+      ::dup2(devNull, STDOUT_FILENO);
+      ::dup2(devNull, STDERR_FILENO);
+    }
+    ::alarm(kStageSeconds);
+    int status = 0;
+    try {
+      ModelProto work = model;
+      std::string why = runStages(work, upgrade, [](char stage) {
+        (void)writeAll(stagePipe, &stage, 1);
+      });
+      std::string out;
+      if (why.empty()) {
+        out = "O";
+        std::string bytes;
+        if (!work.SerializeToString(&bytes))
+          out = "Ethe model is too large to serialize after shape inference";
+        else
+          out += bytes;
+      } else {
+        out = "E" + why;
+      }
+      if (!writeAll(fds[1], out.data(), out.size()))
+        status = 1;
+    } catch (const std::exception &e) {
+      std::string out = "E" + oneLine(e.what());
+      (void)writeAll(fds[1], out.data(), out.size());
+    } catch (...) {
+      status = 1;
+    }
+    ::_exit(status);
+  }
+
+  ::close(fds[1]);
+  std::string reply;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+
+  // Skip the stage marks; remember the last.
+  char stage = 0;
+  size_t pos = 0;
+  while (pos < reply.size() &&
+         (reply[pos] == 'c' || reply[pos] == 'v' || reply[pos] == 's'))
+    stage = reply[pos++];
+  if (pos < reply.size() && reply[pos] == 'E') {
+    err.message = reply.substr(pos + 1);
+    return false;
+  }
+  if (pos < reply.size() && reply[pos] == 'O' && WIFEXITED(status) &&
+      WEXITSTATUS(status) == 0) {
+    google::protobuf::LogSilencer silence;
+    if (reply.size() - pos - 1 > kMaxModelBytes) {
+      err.message = "the model is too large after shape inference";
+      return false;
+    }
+    google::protobuf::io::CodedInputStream in(
+        reinterpret_cast<const uint8_t *>(reply.data() + pos + 1),
+        static_cast<int>(reply.size() - pos - 1));
+    in.SetRecursionLimit(kRecursionLimit);
+    in.SetTotalBytesLimit(static_cast<int>(kMaxModelBytes));
+    if (result.ParseFromCodedStream(&in) && in.ConsumedEntireMessage())
+      return true;
+    err.message = "cannot read back the model after shape inference";
+    return false;
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    if (sig == SIGALRM)
+      err.message = std::string(stageName(stage)) + " took longer than " +
+                    std::to_string(kStageSeconds) + " s on this model";
+    else
+      err.message = "libonnx crashed (" + std::string(strsignal(sig)) +
+                    ") in " + stageName(stage) +
+                    "; the model is malformed (inputs of ranks or attributes "
+                    "an operator does not accept?)";
+  } else {
+    err.message = std::string(stageName(stage)) +
+                  " failed without a message (exit status " +
+                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                  ")";
+  }
+  return false;
+}
+
 bool loadImpl(const char *data, size_t size, const std::string &displayName,
               const std::string &baseDir, const LoadOptions &options,
               ModelProto &model, LoadError &err) {
@@ -661,8 +958,7 @@ bool loadImpl(const char *data, size_t size, const std::string &displayName,
   for (int i = 0, e = graph.node_size(); i < e; ++i) {
     NodeProto &node = *graph.mutable_node(i);
     for (auto &attr : *node.mutable_attribute()) {
-      std::string what =
-          nodeDesc(node, i) + " attribute " + quote(attr.name());
+      std::string what = nodeDesc(node, i) + " attribute " + quote(attr.name());
       if (attr.has_t() &&
           (!inlineExternalData(*attr.mutable_t(), what, baseDir, err) ||
            !checkTensorData(attr.t(), what, err))) {
@@ -678,40 +974,18 @@ bool loadImpl(const char *data, size_t size, const std::string &displayName,
     }
   }
 
-  try {
-    ::onnx::checker::check_model(model);
-  } catch (const ::onnx::checker::ValidationError &e) {
-    err.message = "ONNX checker: " + oneLine(e.what());
-    return false;
-  } catch (const std::exception &e) {
-    err.message = "ONNX checker: " + oneLine(e.what());
-    return false;
-  }
-
   applyDimOptions(graph, options);
 
-  // Upgrade old opsets; when the converter cannot, keep the model as it is.
-  auto def = opsets.find("");
-  if (def != opsets.end() && def->second < kTargetOpset) {
-    try {
-      ModelProto converted =
-          ::onnx::version_conversion::ConvertVersion(model, kTargetOpset);
-      ::onnx::checker::check_model(converted);
-      model = std::move(converted);
-    } catch (...) {
-    }
-  }
-
-  try {
-    ::onnx::ShapeInferenceOptions inferOptions(/*check_type=*/false,
-                                               /*strict_mode=*/1,
-                                               /*data_prop=*/true);
-    ::onnx::shape_inference::InferShapes(
-        model, ::onnx::OpSchemaRegistry::Instance(), inferOptions);
-  } catch (const std::exception &e) {
-    err.message = "shape inference failed: " + oneLine(e.what());
+  bool upgrade = opsets.count("") && opsets[""] < kTargetOpset;
+  ModelProto result;
+  const char *inProcess = std::getenv("KILN_ONNX_IN_PROCESS");
+  bool ok = inProcess && *inProcess && std::strcmp(inProcess, "0") != 0
+                ? runStagesInProcess(model, upgrade, result, err)
+                : runStagesIsolated(model, upgrade, result, err);
+  if (!ok)
     return false;
-  }
+  restoreInitializers(model, result);
+  model = std::move(result);
   return true;
 }
 
@@ -773,13 +1047,13 @@ std::string shapeString(const TensorProto &tensor) {
 
 bool loadModelFromBuffer(const char *data, size_t size,
                          const std::string &displayName,
-                         const std::string &baseDir,
-                         const LoadOptions &options, ModelProto &out,
-                         LoadError &err) {
+                         const std::string &baseDir, const LoadOptions &options,
+                         ModelProto &out, LoadError &err) {
   try {
     return loadImpl(data, size, displayName, baseDir, options, out, err);
   } catch (const std::exception &e) {
-    err.message = "cannot load " + quote(displayName) + ": " + oneLine(e.what());
+    err.message =
+        "cannot load " + quote(displayName) + ": " + oneLine(e.what());
   } catch (...) {
     err.message = "cannot load " + quote(displayName) + ": unknown error";
   }

@@ -1,4 +1,5 @@
-//===- ONNXLibrary.h - no-throw wrapper over libonnx -------------*- C++ -*-===//
+//===- ONNXLibrary.h - no-throw wrapper over libonnx -------------*- C++
+//-*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // libonnx (protobuf parsing, the checker, the version converter and shape
@@ -48,6 +49,14 @@ struct LoadError {
 /// data (which must live in the model's folder), upgrades it to opset
 /// kTargetOpset when it is older, and runs shape inference. Returns false and
 /// fills `err` on any problem; never throws.
+///
+/// The checker, the version converter and shape inference run in a forked
+/// child process: libonnx 1.12's inference functions trust their inputs (a
+/// Conv of a rank-3 input with a rank-4 weight segfaults), so a crash there
+/// must end the child, not the compiler. The child sees the model without its
+/// large initializers (graph inputs of the same type stand in for them) and
+/// sends back the result; set KILN_ONNX_IN_PROCESS=1 to run the stages in
+/// process instead (faster fuzzing, debugging libonnx).
 bool loadModel(const std::string &path, const LoadOptions &options,
                ::onnx::ModelProto &out, LoadError &err);
 
@@ -55,9 +64,8 @@ bool loadModel(const std::string &path, const LoadOptions &options,
 /// messages; external data is resolved relative to `baseDir`.
 bool loadModelFromBuffer(const char *data, size_t size,
                          const std::string &displayName,
-                         const std::string &baseDir,
-                         const LoadOptions &options, ::onnx::ModelProto &out,
-                         LoadError &err);
+                         const std::string &baseDir, const LoadOptions &options,
+                         ::onnx::ModelProto &out, LoadError &err);
 
 /// Convenience form of loadModel with default options and a plain message.
 bool loadModel(const std::string &path, ::onnx::ModelProto &out,

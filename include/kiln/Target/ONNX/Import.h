@@ -1,4 +1,5 @@
-//===- Import.h - ONNX model to the onnx dialect -----------------*- C++ -*-===//
+//===- Import.h - ONNX model to the onnx dialect -----------------*- C++
+//-*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // Imports an ONNX ModelProto file into a module holding `func.func @forward`

@@ -12,7 +12,9 @@
 #         unknown_domain.onnx, opset6.onnx, wrong_attr_type.onnx,
 #         external_escape.onnx (+ ../evil.bin), external_absolute.onnx,
 #         external_short.onnx, graph_attr.onnx, string_input.onnx,
-#         bad_tensor_attr.onnx, missing.onnx (never written)
+#         bad_tensor_attr.onnx, libonnx_crash.onnx (crashes libonnx 1.12's
+#         Conv shape inference; the importer isolates it), missing.onnx
+#         (never written)
 # ===----------------------------------------------------------------------===#
 import os
 import sys
@@ -175,6 +177,15 @@ def main():
     nodes = [helper.make_node("Constant", [], ["y"], name="const", value=bad)]
     save(model(helper.make_graph(nodes, "bad_tensor_attr", [], [y])), out, "bad_tensor_attr.onnx",
          check=False)
+
+    # Conv of a rank-3 input with a rank-4 weight: libonnx 1.12's
+    # convPoolShapeInference reads past the input's dims and segfaults.
+    xc = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3])
+    wc = helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 2, 2])
+    yc = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")]
+    save(model(helper.make_graph(nodes, "libonnx_crash", [xc, wc], [yc])), out,
+         "libonnx_crash.onnx", check=False)
 
 
 if __name__ == "__main__":
