@@ -10,26 +10,6 @@
 using namespace mlir;
 using namespace kiln;
 
-Type kiln::onnxElementType(MLIRContext *ctx, int64_t dataType) {
-  Builder b(ctx);
-  switch (dataType) {
-  case 1: return b.getF32Type();
-  case 2: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
-  case 3: return b.getI8Type();
-  case 4: return IntegerType::get(ctx, 16, IntegerType::Unsigned);
-  case 5: return b.getI16Type();
-  case 6: return b.getI32Type();
-  case 7: return b.getI64Type();
-  case 9: return b.getI1Type();
-  case 10: return b.getF16Type();
-  case 11: return b.getF64Type();
-  case 12: return IntegerType::get(ctx, 32, IntegerType::Unsigned);
-  case 13: return IntegerType::get(ctx, 64, IntegerType::Unsigned);
-  case 16: return b.getBF16Type();
-  default: return {};
-  }
-}
-
 FailureOr<SmallVector<int64_t>> kiln::normalizeAxes(NodeRewriter &rw,
                                                     ArrayRef<int64_t> axes,
                                                     int64_t rank) {
@@ -119,7 +99,7 @@ LogicalResult convertWhere(onnx::NodeOp, NodeRewriter &rw) {
 LogicalResult convertCast(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   int64_t to = KILN_TRY(rw.intAttr("to", 0));
-  Type elt = onnxElementType(rw.builder().getContext(), to);
+  Type elt = onnx::getElementType(rw.builder().getContext(), to);
   if (!elt)
     return rw.error("cast to ONNX data type " + Twine(to) + " is not supported");
   return rw.replace(rw.cast(x, elt));

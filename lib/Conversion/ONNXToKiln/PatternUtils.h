@@ -20,9 +20,6 @@
 
 namespace kiln {
 
-/// The MLIR element type of an ONNX TensorProto data type, or null.
-mlir::Type onnxElementType(mlir::MLIRContext *ctx, int64_t dataType);
-
 /// Normalises, sorts and de-duplicates `axes` for `rank`.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 normalizeAxes(NodeRewriter &rw, llvm::ArrayRef<int64_t> axes, int64_t rank);

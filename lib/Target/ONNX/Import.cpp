@@ -260,36 +260,7 @@ private:
 };
 
 Type Importer::elementType(int32_t dt) {
-  switch (dt) {
-  case proto::TensorProto::FLOAT:
-    return builder.getF32Type();
-  case proto::TensorProto::DOUBLE:
-    return builder.getF64Type();
-  case proto::TensorProto::FLOAT16:
-    return builder.getF16Type();
-  case proto::TensorProto::BFLOAT16:
-    return builder.getBF16Type();
-  case proto::TensorProto::INT64:
-    return builder.getIntegerType(64);
-  case proto::TensorProto::INT32:
-    return builder.getIntegerType(32);
-  case proto::TensorProto::INT16:
-    return builder.getIntegerType(16);
-  case proto::TensorProto::INT8:
-    return builder.getIntegerType(8);
-  case proto::TensorProto::UINT64:
-    return builder.getIntegerType(64, /*isSigned=*/false);
-  case proto::TensorProto::UINT32:
-    return builder.getIntegerType(32, /*isSigned=*/false);
-  case proto::TensorProto::UINT16:
-    return builder.getIntegerType(16, /*isSigned=*/false);
-  case proto::TensorProto::UINT8:
-    return builder.getIntegerType(8, /*isSigned=*/false);
-  case proto::TensorProto::BOOL:
-    return builder.getI1Type();
-  default:
-    return {};
-  }
+  return onnx::getElementType(builder.getContext(), dt);
 }
 
 FailureOr<Type> Importer::valueType(const std::string &name, Location loc) {

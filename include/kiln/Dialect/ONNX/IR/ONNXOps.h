@@ -19,4 +19,10 @@
 #define GET_OP_CLASSES
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h.inc"
 
+namespace kiln::onnx {
+/// The MLIR element type of an ONNX `TensorProto.DataType` code (as in Cast's
+/// `to` attribute), or null for types Kiln does not support.
+mlir::Type getElementType(mlir::MLIRContext *ctx, int64_t dataType);
+} // namespace kiln::onnx
+
 #endif // KILN_DIALECT_ONNX_IR_ONNXOPS_H
