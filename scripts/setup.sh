@@ -11,7 +11,7 @@ PKGS=(
   # ONNX (protobuf classes, checker, shape inference, version converter) and its test data
   libonnx-dev libonnx-testdata protobuf-compiler libprotobuf-dev
   # CPU math, MPI
-  libdnnl-dev libopenblas-dev libopenmpi-dev openmpi-bin
+  libdnnl-dev libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
   # the reference oracle and test-model exporters (Debian's /usr/bin/python3)
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
 )

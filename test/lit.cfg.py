@@ -9,7 +9,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "KILN"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "parity.py", "CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "run_claimed.py", "claimed-node-tests.txt", "excluded-node-tests.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 
@@ -24,5 +24,5 @@ llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-tools = ["kiln-opt", "kiln-translate"]
+tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

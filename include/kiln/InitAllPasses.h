@@ -5,12 +5,14 @@
 #define KILN_INITALLPASSES_H
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/KRT/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 namespace kiln {
 /// Registers Kiln's passes and the upstream ones its pipelines use.
 inline void registerAllPasses() {
   registerKilnConversionPasses();
+  krt::registerKRTPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

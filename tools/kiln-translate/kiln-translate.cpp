@@ -7,6 +7,7 @@
 
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/ONNX/Import.h"
+#include "kiln/Target/Plan/ExportPlan.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -14,6 +15,7 @@
 
 int main(int argc, char **argv) {
   kiln::registerONNXImportTranslation();
+  kiln::registerPlanExportTranslation();
   // Round trip of the textual form, with every Kiln dialect loaded.
   mlir::TranslateFromMLIRRegistration roundTrip(
       "mlir-round-trip", "Parse and print the input module (Kiln dialects)",

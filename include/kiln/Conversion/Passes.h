@@ -4,6 +4,7 @@
 #ifndef KILN_CONVERSION_PASSES_H
 #define KILN_CONVERSION_PASSES_H
 
+#include "kiln/Dialect/KRT/IR/KRTOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -34,4 +34,35 @@ def ConvertONNXToKilnPass : Pass<"convert-onnx-to-kiln", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnLowerToRuntimePass : Pass<"kiln-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lowers kiln ops on tensors to krt kernel launches on buffers";
+  let description = [{
+    Rewrites every function of `kiln` ops into the `krt` form the runtime
+    executes: tensors become buffers (`memref`s), each result of a `kiln` op a
+    `krt.alloc` that a `krt.launch` of the op's kernel writes, with the op's
+    attributes (default-valued ones included) as the launch's `params`.
+    `kiln.constant` becomes `krt.constant` and `kiln.reshape` a `krt.view`
+    (no copy). Ops marked `InPlaceElementwise` launch with `in_place`, so
+    buffer assignment may write their result over a dying operand. Any op
+    that is not a `kiln` op stops the pass with an error naming it.
+
+    ```mlir
+    // before
+    %y = kiln.relu %x : tensor<4xf32>
+    // after
+    %0 = krt.alloc : memref<4xf32>
+    krt.launch "relu" ins(%x : memref<4xf32>) outs(%0 : memref<4xf32>) {in_place}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The device whose runtime runs the program (cpu)">,
+  ];
+  let dependentDialects = ["::kiln::krt::KRTDialect", "::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numLaunches", "launches", "Number of kernel launches">,
+    Statistic<"numViews", "views", "Number of reshapes that became views">,
+  ];
+}
+
 #endif // KILN_CONVERSION_PASSES_TD

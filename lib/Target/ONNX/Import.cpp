@@ -409,8 +409,11 @@ Importer::paramType(const proto::TensorProto &tensor) {
   auto dims = tensorDims(tensor, what, loc, numel);
   if (failed(dims))
     return failure();
-  std::string why =
-      readTensorData(tensor, numel, storageSize(tensor.data_type()), nullptr);
+  std::string bytes;
+  std::string why = readTensorData(tensor, numel, storageSize(tensor.data_type()),
+                                   opts.paramData ? &bytes : nullptr);
+  if (why.empty() && opts.paramData)
+    (*opts.paramData)[tensor.name()] = std::move(bytes);
   if (!why.empty()) {
     (void)fail(loc, what + ": " + why);
     return failure();

@@ -26,6 +26,13 @@ def Kiln_Dialect : Dialect {
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits>;
 
+// An elementwise op whose kernel reads element `i` of every operand before
+// writing element `i` of its result, so the result may take the bytes of an
+// operand of the same type (buffer assignment's in-place reuse).
+def Kiln_InPlaceElementwise : NativeOpTrait<"InPlaceElementwise"> {
+  let cppNamespace = "::kiln::trait";
+}
+
 def Kiln_Tensor : StaticShapeTensorOf<[AnyType]>;
 def Kiln_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def Kiln_BoolTensor : StaticShapeTensorOf<[I1]>;

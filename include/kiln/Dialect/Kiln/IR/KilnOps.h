@@ -34,6 +34,14 @@ inferBroadcastTypes(std::optional<mlir::Location> loc,
 llvm::LogicalResult broadcastShapes(llvm::ArrayRef<int64_t> a,
                                     llvm::ArrayRef<int64_t> b,
                                     llvm::SmallVectorImpl<int64_t> &out);
+
+namespace trait {
+/// Marks an elementwise op whose result may be written over an operand of the
+/// same type (see Kiln_InPlaceElementwise in KilnDialect.td).
+template <typename ConcreteType>
+class InPlaceElementwise
+    : public mlir::OpTrait::TraitBase<ConcreteType, InPlaceElementwise> {};
+} // namespace trait
 } // namespace kiln
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h.inc"

@@ -58,6 +58,7 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure,
 class Kiln_UnaryOp<string mnemonic, string what, Type operandType = Kiln_FloatTensor,
                    list<Trait> traits = []>
     : Kiln_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+        Kiln_InPlaceElementwise,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>], traits)> {
   let summary = "elementwise " # what;
   let description = "Computes " # what # " of each element.\n\n"
@@ -125,7 +126,7 @@ def Kiln_CastOp : Kiln_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape
 
 class Kiln_BinaryOp<string mnemonic, string what, string kind = "arith",
                     Type operandType = Kiln_Tensor>
-    : Kiln_InferOp<mnemonic> {
+    : Kiln_InferOp<mnemonic, [Kiln_InPlaceElementwise]> {
   let summary = "elementwise " # what # ", broadcasting";
   let description = "Computes " # what # " elementwise. The operands have "
       # "the same element type and broadcast as in NumPy: shapes align at the "
@@ -165,7 +166,7 @@ def Kiln_AndOp : Kiln_BinaryOp<"and", "logical and", "arith", Kiln_BoolTensor>;
 def Kiln_OrOp : Kiln_BinaryOp<"or", "logical or", "arith", Kiln_BoolTensor>;
 def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical exclusive or", "arith", Kiln_BoolTensor>;
 
-def Kiln_SelectOp : Kiln_InferOp<"select"> {
+def Kiln_SelectOp : Kiln_InferOp<"select", [Kiln_InPlaceElementwise]> {
   let summary = "elementwise choice, broadcasting";
   let description = [{
     `cond ? on_true : on_false` per element, the three operands broadcast

@@ -1,0 +1,37 @@
+//===- ExportPlan.h - krt to the runtime's plan format ----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Serialises a function in krt form, with its buffers assigned, as a plan
+// (docs/PlanFormat.md, version 1) that the runtime loads without MLIR.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TARGET_PLAN_EXPORTPLAN_H
+#define KILN_TARGET_PLAN_EXPORTPLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace kiln {
+
+/// The plan format version this compiler writes.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// Parameter values by their `onnx.name`, as raw little-endian bytes.
+using ParamData = std::map<std::string, std::string>;
+
+/// Writes function `funcName` of `module` as a plan into `out`. Parameters
+/// (arguments marked `kiln.param`) take their values from `params`. Emits an
+/// error at the offending op and fails on anything the format cannot hold.
+mlir::LogicalResult exportPlan(mlir::ModuleOp module, llvm::StringRef funcName,
+                               const ParamData &params, std::string &out);
+
+/// Registers `--export-plan` (reads parameter values from the ONNX model the
+/// module's `kiln.weights` names).
+void registerPlanExportTranslation();
+
+} // namespace kiln
+
+#endif // KILN_TARGET_PLAN_EXPORTPLAN_H

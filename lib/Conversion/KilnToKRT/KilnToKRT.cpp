@@ -1,0 +1,161 @@
+//===- KilnToKRT.cpp - kiln tensors to krt kernel launches ------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// --kiln-lower-to-runtime: every kiln op becomes a krt.launch of the runtime
+// kernel of the same name on buffers. The walk is generic: an op's kernel
+// name is its mnemonic, its params are its attributes, and whether it may run
+// in place is its InPlaceElementwise trait, so a new kiln op needs no change
+// here, only a runtime kernel.
+//===----------------------------------------------------------------------===//
+#include "kiln/Conversion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNLOWERTORUNTIMEPASS
+#include "kiln/Conversion/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+MemRefType bufferType(Type t) {
+  auto tensor = cast<RankedTensorType>(t);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+struct KilnLowerToRuntimePass
+    : public kiln::impl::KilnLowerToRuntimePassBase<KilnLowerToRuntimePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (target != "cpu") {
+      getOperation().emitError()
+          << "--kiln-lower-to-runtime: target '" << target
+          << "' is not supported (supported: cpu)";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(lower(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult lower(func::FuncOp func);
+  LogicalResult checkTypes(Operation *op);
+};
+
+LogicalResult KilnLowerToRuntimePass::checkTypes(Operation *op) {
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor || !tensor.hasStaticShape())
+      return op->emitOpError()
+             << "cannot be lowered to the runtime: type " << t
+             << " is not a statically shaped tensor";
+    if (tensor.getEncoding())
+      return op->emitOpError() << "cannot be lowered to the runtime: tensor "
+                               << "encodings are not supported";
+  }
+  return success();
+}
+
+LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError() << "must have one block to be lowered to the "
+                                 "runtime";
+  Block &body = func.getBody().front();
+  // Already lowered (or empty): nothing to do.
+  if (llvm::all_of(func.getArgumentTypes(), llvm::IsaPred<MemRefType>) &&
+      llvm::all_of(func.getResultTypes(), llvm::IsaPred<MemRefType>) &&
+      llvm::none_of(body, [](Operation &op) {
+        return isa<kiln::KilnDialect>(op.getDialect());
+      }))
+    return success();
+
+  // Check everything before changing anything.
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    if (!isa<kiln::KilnDialect>(op.getDialect()))
+      return op.emitOpError()
+             << "cannot be lowered to the runtime: only kiln ops have "
+                "kernels (run --convert-onnx-to-kiln first)";
+    if (op.getNumRegions() != 0)
+      return op.emitOpError() << "cannot be lowered to the runtime: ops with "
+                                 "regions have no kernel";
+    if (failed(checkTypes(&op)))
+      return failure();
+  }
+
+  // Arguments become buffers in place.
+  for (BlockArgument arg : body.getArguments()) {
+    auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    if (!tensor || !tensor.hasStaticShape())
+      return func.emitOpError() << "argument #" << arg.getArgNumber()
+                                << " has type " << arg.getType()
+                                << "; the runtime needs static tensor shapes";
+    arg.setType(bufferType(tensor));
+  }
+
+  IRMapping map;
+  SmallVector<Operation *> old;
+  for (Operation &op : body) {
+    old.push_back(&op);
+    OpBuilder b(&op);
+    Location loc = op.getLoc();
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      SmallVector<Value> values;
+      for (Value v : ret.getOperands())
+        values.push_back(map.lookupOrDefault(v));
+      func::ReturnOp::create(b, loc, values);
+      continue;
+    }
+
+    if (auto c = dyn_cast<kiln::ConstantOp>(op)) {
+      auto k = kiln::krt::ConstantOp::create(
+          b, loc, bufferType(c.getType()), c.getValue());
+      map.map(c.getResult(), k.getResult());
+      continue;
+    }
+    if (auto r = dyn_cast<kiln::ReshapeOp>(op)) {
+      auto v = kiln::krt::ViewOp::create(b, loc, bufferType(r.getType()),
+                                         map.lookupOrDefault(r.getInput()));
+      map.map(r.getResult(), v.getResult());
+      ++numViews;
+      continue;
+    }
+
+    SmallVector<Value> ins, outs;
+    for (Value v : op.getOperands())
+      ins.push_back(map.lookupOrDefault(v));
+    for (Value r : op.getResults()) {
+      auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(r.getType()),
+                                              IntegerAttr());
+      outs.push_back(alloc.getResult());
+      map.map(r, alloc.getResult());
+    }
+    // The op's attributes with their defaults, so the kernel sees every one.
+    NamedAttrList params(op.getAttrDictionary());
+    op.getName().populateDefaultAttrs(params);
+    auto launch = kiln::krt::LaunchOp::create(
+        b, loc, op.getName().stripDialect(), ins, outs,
+        params.getDictionary(op.getContext()),
+        op.hasTrait<kiln::trait::InPlaceElementwise>(), /*stream=*/0);
+    (void)launch;
+    ++numLaunches;
+  }
+  for (Operation *op : llvm::reverse(old)) {
+    op->dropAllUses();
+    op->erase();
+  }
+
+  SmallVector<Type> results;
+  for (Value v : body.getTerminator()->getOperands())
+    results.push_back(v.getType());
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 results));
+  return success();
+}
+
+} // namespace

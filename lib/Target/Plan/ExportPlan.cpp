@@ -1,0 +1,416 @@
+//===- ExportPlan.cpp - krt to the runtime's plan format --------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "kiln/Target/Plan/ExportPlan.h"
+
+#include "kiln/Dialect/KRT/IR/KRTOps.h"
+#include "kiln/InitAllDialects.h"
+#include "kiln/Target/ONNX/Import.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/JSON.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kiln;
+namespace json = llvm::json;
+
+namespace {
+
+/// The plan's name of an element type, or "" if it has none.
+std::string dtypeName(Type t) {
+  if (t.isF32()) return "f32";
+  if (t.isF64()) return "f64";
+  if (t.isF16()) return "f16";
+  if (t.isBF16()) return "bf16";
+  if (auto i = dyn_cast<IntegerType>(t)) {
+    unsigned w = i.getWidth();
+    if (w == 1)
+      return "i1";
+    if (w != 8 && w != 16 && w != 32 && w != 64)
+      return "";
+    return (i.isUnsigned() ? "u" : "i") + std::to_string(w);
+  }
+  return "";
+}
+
+json::Array shapeOf(MemRefType t) {
+  json::Array a;
+  for (int64_t d : t.getShape())
+    a.push_back(d);
+  return a;
+}
+
+/// A float attribute as JSON: non-finite values as strings.
+json::Value floatValue(double d) {
+  if (std::isnan(d))
+    return "nan";
+  if (std::isinf(d))
+    return d > 0 ? "inf" : "-inf";
+  return d;
+}
+
+FailureOr<json::Value> attrValue(Attribute a) {
+  if (auto b = dyn_cast<BoolAttr>(a))
+    return json::Value(b.getValue());
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return json::Value(i.getValue().getSExtValue());
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return floatValue(f.getValueAsDouble());
+  if (auto s = dyn_cast<StringAttr>(a))
+    return json::Value(s.getValue().str());
+  if (auto d = dyn_cast<DenseI64ArrayAttr>(a)) {
+    json::Array arr;
+    for (int64_t v : d.asArrayRef())
+      arr.push_back(v);
+    return json::Value(std::move(arr));
+  }
+  if (auto d = dyn_cast<DenseI32ArrayAttr>(a)) {
+    json::Array arr;
+    for (int32_t v : d.asArrayRef())
+      arr.push_back(v);
+    return json::Value(std::move(arr));
+  }
+  if (auto d = dyn_cast<DenseF32ArrayAttr>(a)) {
+    json::Array arr;
+    for (float v : d.asArrayRef())
+      arr.push_back(floatValue(v));
+    return json::Value(std::move(arr));
+  }
+  if (auto d = dyn_cast<DenseF64ArrayAttr>(a)) {
+    json::Array arr;
+    for (double v : d.asArrayRef())
+      arr.push_back(floatValue(v));
+    return json::Value(std::move(arr));
+  }
+  if (auto arr = dyn_cast<ArrayAttr>(a)) {
+    json::Array out;
+    for (Attribute e : arr) {
+      auto v = attrValue(e);
+      if (failed(v))
+        return failure();
+      out.push_back(std::move(*v));
+    }
+    return json::Value(std::move(out));
+  }
+  return failure();
+}
+
+/// The row-major bytes of a constant (i1 as one byte per element).
+LogicalResult constantBytes(krt::ConstantOp op, std::string &out) {
+  auto type = op.getType();
+  int64_t n = type.getNumElements();
+  int64_t size = krt::bufferBytes(type);
+  Attribute value = op.getValue();
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (type.getElementType().isInteger(1)) {
+      out.reserve(n);
+      for (bool b : dense.getValues<bool>())
+        out.push_back(b ? 1 : 0);
+      return success();
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      int64_t elem = size / std::max<int64_t>(n, 1);
+      if ((int64_t)raw.size() < elem)
+        return op.emitOpError() << "splat constant has too few bytes";
+      out.reserve(size);
+      for (int64_t i = 0; i < n; ++i)
+        out.append(raw.data(), elem);
+      return success();
+    }
+    if ((int64_t)raw.size() != size)
+      return op.emitOpError() << "constant has " << raw.size()
+                              << " bytes, its type needs " << size;
+    out.assign(raw.data(), raw.size());
+    return success();
+  }
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob)
+      return op.emitOpError() << "constant resource '"
+                              << res.getRawHandle().getKey()
+                              << "' has no data";
+    ArrayRef<char> data = blob->getData();
+    if ((int64_t)data.size() != size)
+      return op.emitOpError() << "constant resource has " << data.size()
+                              << " bytes, its type needs " << size;
+    out.assign(data.data(), data.size());
+    return success();
+  }
+  return op.emitOpError() << "constant of kind " << value
+                          << " cannot be written to a plan";
+}
+
+/// A location for messages: the ONNX node name, or file:line:col.
+std::string locString(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string out;
+    for (Location part : fused.getLocations()) {
+      std::string s = locString(part);
+      if (!s.empty())
+        out += (out.empty() ? "" : ", ") + s;
+    }
+    return out;
+  }
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return locString(callsite.getCallee());
+  return "";
+}
+
+class PlanWriter {
+public:
+  PlanWriter(func::FuncOp func, const ParamData &params)
+      : func(func), params(params) {}
+  LogicalResult write(std::string &out);
+
+private:
+  func::FuncOp func;
+  const ParamData &params;
+  llvm::DenseMap<Value, int64_t> ids;
+  json::Array values;
+  std::string blob;
+
+  int64_t addBlob(llvm::StringRef bytes) {
+    while (blob.size() % krt::kArenaAlignment)
+      blob.push_back('\0');
+    int64_t off = blob.size();
+    blob.append(bytes.data(), bytes.size());
+    return off;
+  }
+  FailureOr<json::Object> valueEntry(Value v, Operation *where);
+};
+
+FailureOr<json::Object> PlanWriter::valueEntry(Value v, Operation *where) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  if (!type)
+    return where->emitOpError() << "value of type " << v.getType()
+                                << " is not a buffer; run "
+                                   "--kiln-lower-to-runtime first";
+  std::string dt = dtypeName(type.getElementType());
+  if (dt.empty())
+    return where->emitOpError() << "element type " << type.getElementType()
+                                << " has no plan dtype";
+  json::Object o;
+  o["dtype"] = dt;
+  o["shape"] = shapeOf(type);
+  return o;
+}
+
+LogicalResult PlanWriter::write(std::string &out) {
+  Block &body = func.getBody().front();
+  auto arena = func->getAttrOfType<IntegerAttr>("krt.arena_bytes");
+  if (!arena)
+    return func.emitOpError() << "has no krt.arena_bytes; run "
+                                 "--kiln-assign-buffers first";
+  json::Array inputs, outputs, outputNames, steps;
+
+  int64_t inputIndex = 0;
+  for (BlockArgument arg : body.getArguments()) {
+    auto e = valueEntry(arg, func);
+    if (failed(e))
+      return failure();
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "onnx.name");
+    std::string argName = name ? name.getValue().str()
+                               : "arg" + std::to_string(arg.getArgNumber());
+    (*e)["name"] = argName;
+    if (func.getArgAttr(arg.getArgNumber(), "kiln.param")) {
+      auto it = params.find(argName);
+      if (it == params.end())
+        return func.emitOpError() << "parameter '" << argName
+                                  << "' has no value to write";
+      int64_t bytes = krt::bufferBytes(cast<MemRefType>(arg.getType()));
+      if ((int64_t)it->second.size() != bytes)
+        return func.emitOpError() << "parameter '" << argName << "' has "
+                                  << it->second.size() << " bytes, its type "
+                                  << "needs " << bytes;
+      (*e)["kind"] = "param";
+      (*e)["data_offset"] = addBlob(it->second);
+      (*e)["data_bytes"] = bytes;
+    } else {
+      (*e)["kind"] = "input";
+      (*e)["index"] = inputIndex++;
+      inputs.push_back((int64_t)values.size());
+    }
+    ids[arg] = values.size();
+    values.push_back(std::move(*e));
+  }
+
+  for (Operation &op : body) {
+    if (auto c = dyn_cast<krt::ConstantOp>(op)) {
+      auto e = valueEntry(c, &op);
+      std::string bytes;
+      if (failed(e) || failed(constantBytes(c, bytes)))
+        return failure();
+      (*e)["kind"] = "constant";
+      (*e)["data_offset"] = addBlob(bytes);
+      (*e)["data_bytes"] = (int64_t)bytes.size();
+      ids[c] = values.size();
+      values.push_back(std::move(*e));
+    } else if (auto a = dyn_cast<krt::AllocOp>(op)) {
+      auto e = valueEntry(a, &op);
+      if (failed(e))
+        return failure();
+      if (!a.getOffset())
+        return a.emitOpError() << "has no offset; run --kiln-assign-buffers";
+      (*e)["kind"] = "arena";
+      (*e)["offset"] = *a.getOffset();
+      ids[a] = values.size();
+      values.push_back(std::move(*e));
+    } else if (auto v = dyn_cast<krt::ViewOp>(op)) {
+      auto e = valueEntry(v, &op);
+      if (failed(e))
+        return failure();
+      (*e)["kind"] = "view";
+      (*e)["source"] = ids.lookup(v.getSource());
+      ids[v] = values.size();
+      values.push_back(std::move(*e));
+    } else if (auto l = dyn_cast<krt::LaunchOp>(op)) {
+      if (l.getStream() != 0)
+        return l.emitOpError() << "runs on stream " << l.getStream()
+                               << "; plan format version 1 has one stream";
+      json::Object step;
+      step["kernel"] = l.getKernel().str();
+      json::Array ins, outs;
+      for (Value in : l.getIns())
+        ins.push_back(ids.lookup(in));
+      for (Value o : l.getOuts())
+        outs.push_back(ids.lookup(o));
+      step["inputs"] = std::move(ins);
+      step["outputs"] = std::move(outs);
+      json::Object attrs;
+      for (NamedAttribute na : l.getParams()) {
+        auto v = attrValue(na.getValue());
+        if (failed(v))
+          return l.emitOpError() << "parameter '" << na.getName().getValue()
+                                 << "' of kernel '" << l.getKernel()
+                                 << "' cannot be written to a plan: "
+                                 << na.getValue();
+        attrs[na.getName().getValue()] = std::move(*v);
+      }
+      step["attrs"] = std::move(attrs);
+      step["loc"] = locString(l.getLoc());
+      steps.push_back(std::move(step));
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+        outputs.push_back(ids.lookup(v));
+        auto name = func.getResultAttrOfType<StringAttr>(k, "onnx.name");
+        outputNames.push_back(name ? name.getValue().str()
+                                   : "output_" + std::to_string(k));
+      }
+    } else {
+      return op.emitOpError() << "cannot be written to a plan: format "
+                                 "version 1 holds one CPU process (no "
+                                 "collectives, streams or events)";
+    }
+  }
+
+  json::Object header;
+  header["format"] = "kiln-plan";
+  header["version"] = (int64_t)kPlanFormatVersion;
+  header["producer"] = "kiln 0.1";
+  header["function"] = func.getSymName().str();
+  header["target"] = "cpu";
+  header["alignment"] = krt::kArenaAlignment;
+  header["arena_bytes"] = arena.getInt();
+  header["values"] = std::move(values);
+  header["inputs"] = std::move(inputs);
+  header["outputs"] = std::move(outputs);
+  header["output_names"] = std::move(outputNames);
+  header["steps"] = std::move(steps);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << json::Value(std::move(header));
+
+  auto put32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      out.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  auto put64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      out.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  out.clear();
+  out.append("KILNPLAN", 8);
+  put32(kPlanFormatVersion);
+  put32(0);
+  put64(text.size());
+  put64(blob.size());
+  out += text;
+  while (out.size() % krt::kArenaAlignment)
+    out.push_back('\0');
+  out += blob;
+  return success();
+}
+
+} // namespace
+
+LogicalResult kiln::exportPlan(ModuleOp module, llvm::StringRef funcName,
+                               const ParamData &params, std::string &out) {
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  if (!func || func.isExternal())
+    return module.emitError() << "no function @" << funcName
+                              << " to write as a plan";
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError() << "must have one block to be written as a plan";
+  return PlanWriter(func, params).write(out);
+}
+
+static llvm::cl::opt<std::string>
+    planFunction("plan-function", llvm::cl::desc("Function --export-plan writes"),
+                 llvm::cl::init("forward"));
+
+void kiln::registerPlanExportTranslation() {
+  TranslateFromMLIRRegistration reg(
+      "export-plan",
+      "Write a krt function (buffers assigned) as a runtime plan",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError() << "--export-plan needs a module";
+        ParamData params;
+        auto weights = module->getAttrOfType<StringAttr>("kiln.weights");
+        auto func = module.lookupSymbol<func::FuncOp>(planFunction);
+        bool hasParams = false;
+        if (func)
+          for (unsigned i = 0; i < func.getNumArguments(); ++i)
+            hasParams |= bool(func.getArgAttr(i, "kiln.param"));
+        if (hasParams) {
+          if (!weights)
+            return module.emitError() << "module has parameters but no "
+                                         "kiln.weights naming their model";
+          // Re-import the model to read its parameter values.
+          MLIRContext ctx;
+          DialectRegistry registry;
+          registerAllDialects(registry);
+          ctx.appendDialectRegistry(registry);
+          ImportOptions opts;
+          opts.paramData = &params;
+          ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) {
+            return success();
+          });
+          if (!importONNX(weights.getValue(), ctx, opts))
+            return module.emitError() << "cannot read the parameters from '"
+                                      << weights.getValue() << "'";
+        }
+        std::string plan;
+        if (failed(exportPlan(module, planFunction, params, plan)))
+          return failure();
+        os.write(plan.data(), plan.size());
+        return success();
+      },
+      [](DialectRegistry &registry) { registerAllDialects(registry); });
+}

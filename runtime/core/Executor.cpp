@@ -1,0 +1,466 @@
+//===- Executor.cpp - building and running a Program ------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// A Program owns its arena (one 64-byte-aligned allocation, made at load), a
+// copy of the plan's data blob (constants point into it) and one tensor per
+// parameter (initialised from the blob, persistent across runs). Every step's
+// input and output pointer arrays are computed at load; only the pointers of
+// caller inputs are bound per run. Nothing here throws out of the public API.
+//===----------------------------------------------------------------------===//
+#include "PlanInternal.h"
+
+#include "kiln/runtime/Kernel.h"
+#include "kiln/runtime/Runtime.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <unordered_map>
+
+namespace kiln::rt {
+
+using detail::ParsedPlan;
+using detail::PlanStep;
+using detail::PlanValue;
+using detail::ValueKind;
+
+namespace {
+
+/// Zeroed storage with the given alignment (calloc keeps large, untouched
+/// arenas lazily mapped).
+class AlignedBuffer {
+public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  ~AlignedBuffer() { std::free(raw_); }
+
+  void allocate(size_t bytes, size_t alignment) {
+    std::free(raw_);
+    raw_ = std::calloc(bytes + alignment, 1);
+    if (!raw_)
+      throw std::bad_alloc();
+    uintptr_t p = reinterpret_cast<uintptr_t>(raw_);
+    data_ = reinterpret_cast<uint8_t *>((p + alignment - 1) / alignment * alignment);
+    size_ = bytes;
+  }
+  uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+
+private:
+  void *raw_ = nullptr;
+  uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+std::string oneLine(std::string s) {
+  for (char &c : s)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  return s;
+}
+
+bool profilingRequested() {
+  const char *e = std::getenv("KILN_PROFILE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+} // namespace
+
+class ProgramImpl {
+public:
+  struct Step {
+    std::unique_ptr<Kernel> kernel;
+    std::vector<const void *> in;
+    std::vector<void *> out;
+    /// (position in `in`, caller input index) for operands that are inputs.
+    std::vector<std::pair<size_t, size_t>> inputSlots;
+  };
+
+  ParsedPlan plan;
+  std::vector<TensorDesc> inputDescs, outputDescs;
+  std::vector<std::string> inputNames;
+  AlignedBuffer arena, blob;
+  std::vector<HostTensor> params;       // in plan order
+  std::vector<size_t> paramValue;       // value index of params[k]
+  std::unordered_map<std::string, size_t> paramByName;
+  std::vector<uint8_t *> ptr;           // per value; null for input-rooted
+  std::vector<Step> steps;
+  ExecContext ctx;
+
+  bool profile = false;
+  uint64_t profiledRuns = 0;
+  std::vector<double> stepSeconds;
+
+  ~ProgramImpl();
+  void build(const KernelRegistry &registry);
+  void run(const std::vector<const HostTensor *> &inputs,
+           std::vector<HostTensor> &outputs);
+  std::string checkInputs(const std::vector<const HostTensor *> &inputs) const;
+
+private:
+  const void *inputPtr(const std::vector<const HostTensor *> &inputs,
+                       int64_t value) const {
+    return inputs[plan.values[plan.values[value].root].index]->data();
+  }
+};
+
+ProgramImpl::~ProgramImpl() {
+  if (!profile || steps.empty())
+    return;
+  std::unordered_map<std::string, std::pair<double, uint64_t>> byKernel;
+  double total = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    auto &e = byKernel[plan.steps[s].kernel];
+    e.first += stepSeconds[s];
+    e.second += profiledRuns;
+    total += stepSeconds[s];
+  }
+  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(
+      byKernel.begin(), byKernel.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  std::fprintf(stderr, "kiln profile: %llu runs, %.3f ms in kernels\n",
+               (unsigned long long)profiledRuns, total * 1e3);
+  for (size_t i = 0; i < rows.size() && i < 15; ++i)
+    std::fprintf(stderr, "  %-28s %12.3f ms %6.1f%% %10llu calls\n",
+                 rows[i].first.c_str(), rows[i].second.first * 1e3,
+                 total > 0 ? 100.0 * rows[i].second.first / total : 0.0,
+                 (unsigned long long)rows[i].second.second);
+}
+
+void ProgramImpl::build(const KernelRegistry &registry) {
+  const size_t alignment = std::max<size_t>(64, plan.alignment);
+  blob.allocate(plan.blob.size(), 64);
+  if (!plan.blob.empty())
+    std::memcpy(blob.data(), plan.blob.data(), plan.blob.size());
+  std::string().swap(plan.blob);
+  arena.allocate(plan.arenaBytes, alignment);
+
+  ptr.assign(plan.values.size(), nullptr);
+  for (size_t i = 0; i < plan.values.size(); ++i) {
+    const PlanValue &v = plan.values[i];
+    switch (v.kind) {
+    case ValueKind::Input:
+      break;
+    case ValueKind::Param: {
+      HostTensor t(v.desc);
+      if (v.bytes)
+        std::memcpy(t.data(), blob.data() + v.dataOffset, v.bytes);
+      paramByName.emplace(v.name, params.size());
+      paramValue.push_back(i);
+      ptr[i] = static_cast<uint8_t *>(t.data());
+      params.push_back(std::move(t));
+      break;
+    }
+    case ValueKind::Constant:
+      ptr[i] = blob.data() + v.dataOffset;
+      break;
+    case ValueKind::Arena:
+      ptr[i] = arena.data() + v.offset;
+      break;
+    case ValueKind::View:
+      ptr[i] = ptr[v.source];
+      break;
+    }
+  }
+  for (int64_t idx : plan.inputs) {
+    inputDescs.push_back(plan.values[idx].desc);
+    const std::string &name = plan.values[idx].name;
+    inputNames.push_back(name.empty() ? "input_" + std::to_string(inputNames.size())
+                                      : name);
+  }
+  for (int64_t idx : plan.outputs)
+    outputDescs.push_back(plan.values[idx].desc);
+
+  steps.resize(plan.steps.size());
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep &ps = plan.steps[s];
+    const KernelFactory *factory = registry.find(ps.kernel);
+    if (!factory)
+      throw Error("step " + std::to_string(s) + ": no CPU kernel '" +
+                  ps.kernel + "'");
+    KernelSpec spec;
+    spec.kernel = ps.kernel;
+    spec.loc = ps.loc;
+    spec.attrs = Attrs(ps.attrs);
+    Step &st = steps[s];
+    for (size_t k = 0; k < ps.inputs.size(); ++k) {
+      int64_t idx = ps.inputs[k];
+      spec.inputs.push_back(idx < 0 ? nullptr : &plan.values[idx].desc);
+      st.in.push_back(idx < 0 ? nullptr : ptr[idx]);
+      if (idx >= 0 && plan.values[plan.values[idx].root].kind == ValueKind::Input)
+        st.inputSlots.emplace_back(
+            k, (size_t)plan.values[plan.values[idx].root].index);
+    }
+    for (int64_t idx : ps.outputs) {
+      spec.outputs.push_back(&plan.values[idx].desc);
+      st.out.push_back(ptr[idx]);
+    }
+    try {
+      st.kernel = (*factory)(spec);
+    } catch (const Error &e) {
+      throw Error(detail::stepLabel(s, ps) + ": " + oneLine(e.what()));
+    } catch (const std::bad_alloc &) {
+      throw Error(detail::stepLabel(s, ps) + ": out of memory");
+    } catch (const std::exception &e) {
+      throw Error(detail::stepLabel(s, ps) + ": " + oneLine(e.what()));
+    }
+    if (!st.kernel)
+      throw Error(detail::stepLabel(s, ps) + ": the kernel factory made no kernel");
+  }
+  profile = profilingRequested();
+  if (profile)
+    stepSeconds.assign(steps.size(), 0.0);
+}
+
+std::string
+ProgramImpl::checkInputs(const std::vector<const HostTensor *> &inputs) const {
+  if (inputs.size() != inputDescs.size())
+    return "expected " + std::to_string(inputDescs.size()) + " input" +
+           (inputDescs.size() == 1 ? "" : "s") + ", got " +
+           std::to_string(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k])
+      return "input '" + inputNames[k] + "' is missing";
+    if (inputs[k]->desc() != inputDescs[k])
+      return "input '" + inputNames[k] + "' has type " + inputs[k]->desc().str() +
+             ", the model expects " + inputDescs[k].str();
+    if (!inputs[k]->data())
+      return "input '" + inputNames[k] + "' has no data";
+  }
+  return "";
+}
+
+void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
+                      std::vector<HostTensor> &outputs) {
+  std::string bad = checkInputs(inputs);
+  if (!bad.empty())
+    throw Error(bad);
+  for (Step &st : steps)
+    for (auto [pos, k] : st.inputSlots)
+      st.in[pos] = inputs[k]->data();
+  size_t s = 0;
+  try {
+    if (profile) {
+      for (; s < steps.size(); ++s) {
+        auto t0 = std::chrono::steady_clock::now();
+        steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+        stepSeconds[s] += std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count();
+      }
+      ++profiledRuns;
+    } else {
+      for (; s < steps.size(); ++s)
+        steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+    }
+  } catch (const Error &e) {
+    throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+  } catch (const std::bad_alloc &) {
+    throw Error(detail::stepLabel(s, plan.steps[s]) + ": out of memory");
+  } catch (const std::exception &e) {
+    throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+  }
+  std::vector<HostTensor> result;
+  result.reserve(plan.outputs.size());
+  for (int64_t idx : plan.outputs) {
+    const PlanValue &v = plan.values[idx];
+    HostTensor t(v.desc);
+    const void *src = ptr[idx] ? ptr[idx] : inputPtr(inputs, idx);
+    if (v.bytes)
+      std::memcpy(t.data(), src, v.bytes);
+    result.push_back(std::move(t));
+  }
+  outputs = std::move(result);
+}
+
+//===----------------------------------------------------------------------===//
+// Program
+//===----------------------------------------------------------------------===//
+
+Program::Program() : impl_(std::make_unique<ProgramImpl>()) {}
+Program::~Program() = default;
+
+std::unique_ptr<Program> Program::load(const void *data, size_t size,
+                                       std::string &err) noexcept {
+  return load(data, size, err, nullptr);
+}
+
+std::unique_ptr<Program> Program::load(const void *data, size_t size,
+                                       std::string &err,
+                                       const KernelRegistry *registry) noexcept {
+  try {
+    std::unique_ptr<Program> p(new Program());
+    detail::parsePlan(data, size, p->impl_->plan);
+    p->impl_->build(registry ? *registry : KernelRegistry::cpu());
+    err.clear();
+    return p;
+  } catch (const Error &e) {
+    err = oneLine(e.what());
+  } catch (const std::bad_alloc &) {
+    err = "out of memory loading the plan";
+  } catch (const std::exception &e) {
+    err = oneLine(e.what());
+  } catch (...) {
+    err = "unknown error loading the plan";
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Program> Program::loadFile(const std::string &path,
+                                           std::string &err) noexcept {
+  return loadFile(path, err, nullptr);
+}
+
+std::unique_ptr<Program> Program::loadFile(const std::string &path,
+                                           std::string &err,
+                                           const KernelRegistry *registry) noexcept {
+  try {
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+      err = path + ": " + std::strerror(errno);
+      return nullptr;
+    }
+    errno = 0;
+    std::string bytes;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      bytes.append(buf, n);
+    int bad = std::ferror(f) ? (errno ? errno : EIO) : 0;
+    std::fclose(f);
+    if (bad) {
+      err = path + ": read error: " + std::strerror(bad);
+      return nullptr;
+    }
+    auto p = load(bytes.data(), bytes.size(), err, registry);
+    if (!p)
+      err = path + ": " + err;
+    return p;
+  } catch (const std::bad_alloc &) {
+    err = path + ": out of memory";
+  } catch (...) {
+    err = path + ": cannot read";
+  }
+  return nullptr;
+}
+
+const std::vector<TensorDesc> &Program::inputDescs() const {
+  return impl_->inputDescs;
+}
+const std::vector<std::string> &Program::inputNames() const {
+  return impl_->inputNames;
+}
+const std::vector<TensorDesc> &Program::outputDescs() const {
+  return impl_->outputDescs;
+}
+const std::vector<std::string> &Program::outputNames() const {
+  return impl_->plan.outputNames;
+}
+size_t Program::arenaBytes() const { return impl_->plan.arenaBytes; }
+size_t Program::numSteps() const { return impl_->steps.size(); }
+
+bool Program::run(const std::vector<const HostTensor *> &inputs,
+                  std::vector<HostTensor> &outputs, std::string &err) noexcept {
+  try {
+    impl_->run(inputs, outputs);
+    err.clear();
+    return true;
+  } catch (const Error &e) {
+    err = oneLine(e.what());
+  } catch (const std::bad_alloc &) {
+    err = "out of memory running the plan";
+  } catch (const std::exception &e) {
+    err = oneLine(e.what());
+  } catch (...) {
+    err = "unknown error running the plan";
+  }
+  return false;
+}
+
+std::string
+Program::checkInputs(const std::vector<const HostTensor *> &inputs) const {
+  try {
+    return impl_->checkInputs(inputs);
+  } catch (...) {
+    return "out of memory checking the inputs";
+  }
+}
+
+std::vector<std::string> Program::paramNames() const {
+  std::vector<std::string> out;
+  for (size_t idx : impl_->paramValue)
+    out.push_back(impl_->plan.values[idx].name);
+  return out;
+}
+
+bool Program::getParamDesc(const std::string &name, TensorDesc &desc) const {
+  auto it = impl_->paramByName.find(name);
+  if (it == impl_->paramByName.end())
+    return false;
+  desc = impl_->params[it->second].desc();
+  return true;
+}
+
+bool Program::getParam(const std::string &name, HostTensor &out,
+                       std::string &err) const noexcept {
+  try {
+    auto it = impl_->paramByName.find(name);
+    if (it == impl_->paramByName.end()) {
+      err = "the model has no parameter '" + name + "'";
+      return false;
+    }
+    const HostTensor &p = impl_->params[it->second];
+    HostTensor t(p.desc());
+    if (p.bytes())
+      std::memcpy(t.data(), p.data(), p.bytes());
+    out = std::move(t);
+    err.clear();
+    return true;
+  } catch (...) {
+    err = "out of memory reading parameter '" + name + "'";
+  }
+  return false;
+}
+
+bool Program::setParam(const std::string &name, const HostTensor &value,
+                       std::string &err) noexcept {
+  try {
+    auto it = impl_->paramByName.find(name);
+    if (it == impl_->paramByName.end()) {
+      err = "the model has no parameter '" + name + "'";
+      return false;
+    }
+    HostTensor &p = impl_->params[it->second];
+    if (value.desc() != p.desc()) {
+      err = "parameter '" + name + "' has type " + p.desc().str() +
+            ", the value has type " + value.desc().str();
+      return false;
+    }
+    if (p.bytes()) {
+      if (!value.data()) {
+        err = "the value for parameter '" + name + "' has no data";
+        return false;
+      }
+      std::memmove(p.data(), value.data(), p.bytes());
+    }
+    err.clear();
+    return true;
+  } catch (...) {
+    err = "out of memory setting parameter '" + name + "'";
+  }
+  return false;
+}
+
+void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
+void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
+uint64_t Program::seed() const { return impl_->ctx.seed; }
+uint64_t Program::step() const { return impl_->ctx.step; }
+
+} // namespace kiln::rt

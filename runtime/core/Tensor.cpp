@@ -1,0 +1,72 @@
+//===- Tensor.cpp - element types and host tensors --------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "kiln/runtime/Tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace kiln::rt {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F64: case DType::I64: case DType::U64: return 8;
+  case DType::F32: case DType::I32: case DType::U32: return 4;
+  case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+  case DType::I8: case DType::U8: case DType::Bool: return 1;
+  }
+  return 1;
+}
+
+static const char *const kNames[] = {"f32", "f64", "f16", "bf16", "i64",
+                                     "i32", "i16", "i8",  "u64",  "u32",
+                                     "u16", "u8",  "i1"};
+
+const char *dtypeName(DType t) { return kNames[(int)t]; }
+
+bool parseDType(std::string_view name, DType &out) {
+  for (int i = 0; i < (int)(sizeof(kNames) / sizeof(kNames[0])); ++i)
+    if (name == kNames[i]) {
+      out = (DType)i;
+      return true;
+    }
+  return false;
+}
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 ||
+         t == DType::BF16;
+}
+bool isSignedInt(DType t) {
+  return t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8;
+}
+bool isUnsignedInt(DType t) {
+  return t == DType::U64 || t == DType::U32 || t == DType::U16 || t == DType::U8;
+}
+
+std::string TensorDesc::str() const {
+  std::string s = dtypeName(dtype);
+  s += "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+HostTensor::HostTensor(TensorDesc desc) : desc_(std::move(desc)) {
+  size_t n = desc_.bytes();
+  size_t alloc = ((n + 63) / 64) * 64;
+  if (alloc == 0)
+    alloc = 64;
+  void *p = std::aligned_alloc(64, alloc);
+  if (!p)
+    throw std::bad_alloc();
+  std::memset(p, 0, alloc);
+  data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
+                                   [](uint8_t *q) { std::free(q); });
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,109 @@
+//===- Kernel.h - the kernel interface and registry -------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// A kernel executes one plan step. At load time the registry's factory for the
+// step's kernel name builds a Kernel from the step's operand and result types
+// and attributes (checking them and precomputing whatever it can: strides,
+// oneDNN primitives); at run time `run` gets the data pointers.
+//
+// Errors are thrown as kiln::rt::Error with a message that names the problem
+// but not the step (the executor adds "step N (kernel at 'loc')"). Never throw
+// out of an OpenMP parallel region: check first, or record and throw after.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_KERNEL_H
+#define KILN_RUNTIME_KERNEL_H
+
+#include "kiln/runtime/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::rt {
+
+/// A runtime error (bad plan, bad input, a kernel's run-time check). Internal:
+/// the public API (Runtime.h) catches it and returns the message.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Typed access to a step's attributes; a missing or mistyped attribute
+/// throws an Error naming it.
+class Attrs {
+public:
+  Attrs() = default;
+  explicit Attrs(const nlohmann::json *json) : json_(json) {}
+
+  bool has(const std::string &name) const;
+  int64_t getInt(const std::string &name) const;
+  int64_t getInt(const std::string &name, int64_t dflt) const;
+  double getFloat(const std::string &name) const;
+  double getFloat(const std::string &name, double dflt) const;
+  bool getBool(const std::string &name, bool dflt) const;
+  std::string getString(const std::string &name, const std::string &dflt) const;
+  std::vector<int64_t> getInts(const std::string &name) const;
+  std::vector<int64_t> getInts(const std::string &name,
+                               const std::vector<int64_t> &dflt) const;
+
+private:
+  const nlohmann::json *json_ = nullptr;
+};
+
+/// What a factory sees of a step.
+struct KernelSpec {
+  std::string kernel;                      // "matmul", "add", ...
+  std::vector<const TensorDesc *> inputs;  // nullptr for an absent optional
+  std::vector<const TensorDesc *> outputs;
+  Attrs attrs;
+  std::string loc; // the ONNX node, for messages
+};
+
+/// Per-run state kernels may read.
+struct ExecContext {
+  uint64_t seed = 0; // the run's random seed (dropout)
+  uint64_t step = 0; // the training step (dropout), 0 for inference
+};
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  /// `in[i]` is null for an absent optional input. Outputs may alias inputs
+  /// only where the compiler marked the kernel in-place-safe.
+  virtual void run(ExecContext &ctx, const void *const *in,
+                   void *const *out) = 0;
+};
+
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelSpec &)>;
+
+class KernelRegistry {
+public:
+  void add(const std::string &name, KernelFactory factory);
+  /// Null when no kernel has this name.
+  const KernelFactory *find(const std::string &name) const;
+  std::vector<std::string> names() const;
+  /// The CPU kernels (registerCpuKernels, called once).
+  static const KernelRegistry &cpu();
+
+private:
+  std::unordered_map<std::string, KernelFactory> factories_;
+};
+
+/// Adds every CPU kernel (runtime/cpu) to `r`.
+void registerCpuKernels(KernelRegistry &r);
+
+/// Helpers for kernel factories.
+/// Throws unless `spec` has exactly `nin` inputs (counting absent optionals)
+/// and `nout` outputs.
+void expectArity(const KernelSpec &spec, size_t nin, size_t nout);
+/// "unsupported element type f16 for kernel 'conv'"-style error.
+[[noreturn]] void unsupportedType(const KernelSpec &spec, DType t);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_KERNEL_H

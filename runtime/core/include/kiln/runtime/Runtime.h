@@ -1,0 +1,116 @@
+//===- Runtime.h - the runtime's public, non-throwing API -------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loads a plan (docs/PlanFormat.md) and runs it. Callers may be built without
+// exceptions (the MLIR tools are): nothing here throws; failures return false
+// (or null) with a one-line message in `err`.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_RUNTIME_H
+#define KILN_RUNTIME_RUNTIME_H
+
+#include "kiln/runtime/Tensor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::rt {
+
+/// The plan format version this runtime reads.
+constexpr uint32_t kPlanVersion = 1;
+
+class KernelRegistry;
+class ProgramImpl;
+
+/// A loaded plan: values, parameters (with their current values) and the
+/// kernels of its steps, ready to run.
+class Program {
+public:
+  ~Program();
+  Program(const Program &) = delete;
+  Program &operator=(const Program &) = delete;
+
+  /// Parses and checks a plan and builds its kernels. Null on error.
+  static std::unique_ptr<Program> load(const void *data, size_t size,
+                                       std::string &err) noexcept;
+  /// As above, with the kernels of `registry` (null: KernelRegistry::cpu()).
+  static std::unique_ptr<Program> load(const void *data, size_t size,
+                                       std::string &err,
+                                       const KernelRegistry *registry) noexcept;
+  /// Reads and loads a plan file; messages start with "PATH: ".
+  static std::unique_ptr<Program> loadFile(const std::string &path,
+                                           std::string &err) noexcept;
+  static std::unique_ptr<Program> loadFile(const std::string &path,
+                                           std::string &err,
+                                           const KernelRegistry *registry) noexcept;
+
+  const std::vector<TensorDesc> &inputDescs() const;
+  const std::vector<std::string> &inputNames() const;
+  const std::vector<TensorDesc> &outputDescs() const;
+  const std::vector<std::string> &outputNames() const;
+  /// Bytes of the arena one run uses.
+  size_t arenaBytes() const;
+  /// Number of steps (kernel calls) of one run.
+  size_t numSteps() const;
+
+  /// Runs the steps once. `inputs` match inputDescs() exactly (the caller
+  /// checks with checkInputs for a message naming the input; run checks too);
+  /// `outputs` is filled with fresh tensors. Inputs are read in place, not
+  /// copied: they must stay alive and unchanged during the call.
+  bool run(const std::vector<const HostTensor *> &inputs,
+           std::vector<HostTensor> &outputs, std::string &err) noexcept;
+  /// "input 'x' has type f32[2,3], the model expects f32[4,3]",
+  /// "expected 2 inputs, got 1", or "" when they match.
+  std::string checkInputs(const std::vector<const HostTensor *> &inputs) const;
+
+  /// Parameters (kind `param`), in plan order. Their values persist across
+  /// runs: steps may update them (training), setParam replaces them.
+  std::vector<std::string> paramNames() const;
+  /// The parameter's description; false for an unknown name.
+  bool getParamDesc(const std::string &name, TensorDesc &desc) const;
+  /// Copies the parameter's current value into a fresh tensor.
+  bool getParam(const std::string &name, HostTensor &out,
+                std::string &err) const noexcept;
+  /// Copies `value` (whose desc must equal the parameter's) into it.
+  bool setParam(const std::string &name, const HostTensor &value,
+                std::string &err) noexcept;
+
+  /// The run context kernels see (ExecContext): the random seed (dropout)
+  /// and the training step. Both default to 0; they are not changed by run.
+  void setSeed(uint64_t seed);
+  void setStep(uint64_t step);
+  uint64_t seed() const;
+  uint64_t step() const;
+
+private:
+  Program();
+  std::unique_ptr<ProgramImpl> impl_;
+};
+
+/// Reads a `.npy` file or an ONNX TensorProto `.pb` file (by content).
+bool readTensorFile(const std::string &path, HostTensor &out,
+                    std::string &err) noexcept;
+/// Reads a `.npy` or TensorProto from memory; `name` is used in messages.
+bool readTensorBytes(const void *data, size_t size, const std::string &name,
+                     HostTensor &out, std::string &err) noexcept;
+/// Writes `.npy` (format 1.0, or 2.0 for a huge header; little-endian, C
+/// order). bf16 has no numpy dtype and is refused. Atomic: PATH.tmp, fsync,
+/// rename.
+bool writeNpy(const std::string &path, const HostTensor &t,
+              std::string &err) noexcept;
+/// safetensors: https://github.com/huggingface/safetensors (format as of 0.4).
+/// Tensors come back in the order of their data in the file.
+bool readSafetensors(const std::string &path,
+                     std::vector<std::pair<std::string, HostTensor>> &out,
+                     std::string &err) noexcept;
+/// Atomic like writeNpy; tensors are stored in the given order.
+bool writeSafetensors(const std::string &path,
+                      const std::vector<std::pair<std::string, const HostTensor *>> &tensors,
+                      std::string &err) noexcept;
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_RUNTIME_H

@@ -1,0 +1,156 @@
+//===- Dnnl.h - shared oneDNN helpers for the CPU kernels -------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// One oneDNN CPU engine and stream for the process, memory-descriptor
+// helpers, a user-managed scratchpad, and the 16-bit float <-> f32 staging
+// loops the matmul/conv kernels use for f16 and bf16 operands. Everything
+// oneDNN throws at factory time is turned into a one-line kiln::rt::Error.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_CPU_DNNL_H
+#define KILN_RUNTIME_CPU_DNNL_H
+
+#include "kiln/runtime/Kernel.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace kiln::rt::cpu {
+
+/// The process's oneDNN CPU engine.
+inline dnnl::engine &dnnlEngine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+/// The process's oneDNN stream (kernels run one at a time).
+inline dnnl::stream &dnnlStream() {
+  static dnnl::stream s(dnnlEngine());
+  return s;
+}
+
+/// "oneDNN: <what>: <message> (status N)" as a kiln Error.
+[[noreturn]] inline void throwDnnl(const KernelSpec &spec, const char *what,
+                                   const dnnl::error &e) {
+  throw Error("oneDNN " + std::string(what) + " for kernel '" + spec.kernel +
+              "' failed: " + e.what() + " (status " +
+              std::to_string((int)e.status) + ")");
+}
+
+inline dnnl::memory::dims toDims(const std::vector<int64_t> &v) {
+  return dnnl::memory::dims(v.begin(), v.end());
+}
+
+/// Dense row-major strides of `dims`.
+inline dnnl::memory::dims denseStrides(const dnnl::memory::dims &dims) {
+  dnnl::memory::dims s(dims.size(), 1);
+  for (int i = (int)dims.size() - 2; i >= 0; --i)
+    s[i] = s[i + 1] * (dims[i + 1] > 0 ? dims[i + 1] : 1);
+  return s;
+}
+
+/// A plain (row-major) f32 memory descriptor of `dims`.
+inline dnnl::memory::desc plainF32(const dnnl::memory::dims &dims) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32,
+                            denseStrides(dims));
+}
+
+/// 64-byte-aligned scratch owned by a kernel, allocated at factory time.
+class Scratch {
+public:
+  Scratch() = default;
+  explicit Scratch(size_t bytes) { resize(bytes); }
+  void resize(size_t bytes) {
+    size_t alloc = ((bytes + 63) / 64) * 64;
+    if (alloc == 0) {
+      data_.reset();
+      size_ = 0;
+      return;
+    }
+    void *p = std::aligned_alloc(64, alloc);
+    if (!p)
+      throw std::bad_alloc();
+    data_.reset(static_cast<uint8_t *>(p));
+    size_ = bytes;
+  }
+  void *data() const { return data_.get(); }
+  template <typename T> T *as() const { return static_cast<T *>(data()); }
+  size_t size() const { return size_; }
+
+private:
+  struct Free {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
+/// A primitive attribute with a user-managed scratchpad.
+inline dnnl::primitive_attr userScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+/// Loads `n` 16-bit floats (f16 or bf16) as f32, in parallel when large.
+inline void widen16(bool isHalf, const uint16_t *src, float *dst, int64_t n) {
+  if (isHalf) {
+#pragma omp parallel for if (n > 32768) schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(src[i]);
+  } else {
+#pragma omp parallel for if (n > 32768) schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(src[i]);
+  }
+}
+
+/// Stores `n` f32 values as 16-bit floats, rounding to nearest even.
+inline void narrow16(bool isHalf, const float *src, uint16_t *dst, int64_t n) {
+  if (isHalf) {
+#pragma omp parallel for if (n > 32768) schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToHalf(src[i]);
+  } else {
+#pragma omp parallel for if (n > 32768) schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToBf16(src[i]);
+  }
+}
+
+/// True for the 16-bit float types, which the kernels stage through f32.
+inline bool is16BitFloat(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+/// A conv/pool window attribute: `name` with `n` entries, each >= `min`.
+inline std::vector<int64_t> windowAttr(const KernelSpec &spec,
+                                       const std::string &name, size_t n,
+                                       int64_t min,
+                                       const std::vector<int64_t> *dflt = nullptr) {
+  std::vector<int64_t> v = dflt ? spec.attrs.getInts(name, *dflt)
+                                : spec.attrs.getInts(name);
+  if (v.size() != n)
+    throw Error("kernel '" + spec.kernel + "': attribute '" + name +
+                "' needs " + std::to_string(n) + " entries, got " +
+                std::to_string(v.size()));
+  for (int64_t x : v)
+    if (x < min)
+      throw Error("kernel '" + spec.kernel + "': attribute '" + name +
+                  "' entries must be >= " + std::to_string(min));
+  return v;
+}
+
+/// "kernel 'conv': output f32[1,2] does not match the expected f32[1,3]".
+[[noreturn]] inline void badOutput(const KernelSpec &spec, const TensorDesc &got,
+                                   const TensorDesc &want) {
+  throw Error("kernel '" + spec.kernel + "': output " + got.str() +
+              " does not match the expected " + want.str());
+}
+
+} // namespace kiln::rt::cpu
+
+#endif // KILN_RUNTIME_CPU_DNNL_H
