@@ -148,9 +148,14 @@ private:
 };
 
 std::unique_ptr<Kernel> makeClassLoss(const KernelSpec &spec, bool softmax) {
-  expectArity(spec, 3, 1);
+  // The optional weight is the last operand: absent, the step has 2 inputs
+  // (or 3 with -1).
+  if (spec.inputs.size() == 2)
+    expectArity(spec, 2, 1);
+  else
+    expectArity(spec, 3, 1);
   const TensorDesc *x = spec.inputs[0], *labels = spec.inputs[1],
-                   *w = spec.inputs[2];
+                   *w = spec.inputs.size() > 2 ? spec.inputs[2] : nullptr;
   expectFloat(spec, x, "logits");
   if (!labels)
     throw Error("kernel '" + spec.kernel + "': missing labels");

@@ -306,7 +306,7 @@ TEST(Loss, Malformed) {
   EXPECT_THROW(build(reg, "nll_loss", {&x, &l3, nullptr}, {s}, json::object()), Error);
   EXPECT_THROW(build(reg, "nll_loss", {&x, &lf, nullptr}, {s}, json::object()), Error);
   EXPECT_THROW(build(reg, "nll_loss", {&x, &l, &w4}, {s}, json::object()), Error);
-  EXPECT_THROW(build(reg, "nll_loss", {&x, &l}, {s}, json::object()), Error);
+  EXPECT_THROW(build(reg, "nll_loss", {&x}, {s}, json::object()), Error);
   EXPECT_THROW(build(reg, "nll_loss", {&x, &l, nullptr}, {s}, json{{"reduction", "avg"}}),
                Error);
   EXPECT_THROW(build(reg, "nll_loss", {&x, &l, nullptr}, {s}, json{{"reduction", "none"}}),

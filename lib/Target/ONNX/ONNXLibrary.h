@@ -25,7 +25,7 @@ namespace onnxlib {
 /// default-domain opset.
 constexpr int kTargetOpset = 17;
 /// The oldest default-domain operator set Kiln accepts.
-constexpr int kMinOpset = 7;
+constexpr int kMinOpset = 1;
 
 /// How to load a model.
 struct LoadOptions {
