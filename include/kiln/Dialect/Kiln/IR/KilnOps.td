@@ -313,7 +313,8 @@ def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train"> {
     the channel axis 1, and returns the updated running statistics as ONNX
     `BatchNormalization` (training_mode) defines them:
     `running = running * momentum + batch * (1 - momentum)`, where the running
-    variance takes the unbiased batch variance as PyTorch does.
+    variance takes the biased batch variance, as ONNX's reference and test
+    data do (PyTorch's running_var uses the unbiased one: N/(N-1) times this).
 
     ```mlir
     %y, %rm, %rv = kiln.batch_norm_train %x, %s, %b, %m, %v
