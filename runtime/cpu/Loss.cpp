@@ -62,7 +62,7 @@ public:
     int64_t work = outer_ * c_ * inner_;
     if (red_ == Reduction::None) {
       S *y = static_cast<S *>(out[0]);
-      parallelFor(outer_ * ktiles_, work, [&](int64_t t0, int64_t t1) {
+      parallelRange(outer_ * ktiles_, work, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
           tile(x, labels, t, [&](int64_t pos, double loss, double) {
             st(y, pos, (Acc<S>)loss);
@@ -70,7 +70,7 @@ public:
       });
       return;
     }
-    parallelFor(chunks_.count, work, [&](int64_t c0, int64_t c1) {
+    parallelRange(chunks_.count, work, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         double ls = 0, ws = 0;
         int64_t t1 = std::min(chunks_.n, (ch + 1) * chunks_.size);
@@ -212,7 +212,7 @@ public:
     int64_t n = chunks_.n;
     if (red_ == Reduction::None) {
       S *y = static_cast<S *>(out[0]);
-      parallelFor(n, n, [&](int64_t b, int64_t e) {
+      parallelRange(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) {
           Acc<S> d = ld(x, i) - ld(t, i);
@@ -221,7 +221,7 @@ public:
       });
       return;
     }
-    parallelFor(chunks_.count, n, [&](int64_t c0, int64_t c1) {
+    parallelRange(chunks_.count, n, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         int64_t b = ch * chunks_.size, m = std::min(n, b + chunks_.size) - b;
         const S *xb = x + b, *tb = t + b;

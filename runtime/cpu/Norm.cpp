@@ -55,7 +55,7 @@ template <typename S>
 void applyAffine(const NcsShape &g, const S *x, S *y, const Acc<S> *a,
                  const Acc<S> *b) {
   int64_t total = g.n * g.c * g.s;
-  parallelFor(total, total, [&](int64_t i0, int64_t i1) {
+  parallelRange(total, total, [&](int64_t i0, int64_t i1) {
     int64_t p = i0 / g.s, s0 = i0 % g.s;
     for (int64_t i = i0; i < i1; ++p, s0 = 0) {
       int64_t s1 = std::min(g.s, s0 + (i1 - i));
@@ -134,7 +134,7 @@ private:
     int64_t total = g_.n * g_.c * g_.s;
     double count = (double)(g_.n * g_.s);
     int64_t cs = g_.c * g_.s;
-    parallelFor(g_.c, total, [&](int64_t c0, int64_t c1) {
+    parallelRange(g_.c, total, [&](int64_t c0, int64_t c1) {
       if (g_.s == 1) { // [N, C]: vectorise across the channels of a row
         for (int64_t c = c0; c < c1; ++c)
           mean_[c] = m2_[c] = 0;
@@ -228,7 +228,7 @@ public:
     const S *g = static_cast<const S *>(in[1]);
     const S *b = static_cast<const S *>(in[2]);
     S *y = static_cast<S *>(out[0]);
-    parallelFor(outer_, outer_ * n_, [&](int64_t o0, int64_t o1) {
+    parallelRange(outer_, outer_ * n_, [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const S *xr = x + o * n_;
         S *yr = y + o * n_;

@@ -9,6 +9,7 @@
 #ifndef KILN_RUNTIME_CPU_NORMUTIL_H
 #define KILN_RUNTIME_CPU_NORMUTIL_H
 
+#include "Loops.h"
 #include "kiln/runtime/Kernel.h"
 
 #include <omp.h>
@@ -103,26 +104,9 @@ inline int64_t normAxis(const KernelSpec &spec, const char *name, int64_t axis,
   return axis < 0 ? axis + rank : axis;
 }
 
-/// Below this much work (elements touched) kernels stay on one thread.
-constexpr int64_t kParallelWork = 32768;
-
-/// Runs `f(begin, end)` over a static partition of [0, n) on all threads
-/// when `work` is big enough, else `f(0, n)`. `f` must not throw.
-template <typename F> void parallelFor(int64_t n, int64_t work, F &&f) {
-  if (n <= 0)
-    return;
-  if (work < kParallelWork || n < 2 || omp_get_max_threads() < 2) {
-    f((int64_t)0, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t b = n * t / nt, e = n * (t + 1) / nt;
-    if (b < e)
-      f(b, e);
-  }
-}
+// Threading: the shared static split of the other CPU kernels (Loops.h).
+using loops::kParallelWork;
+using loops::parallelRange;
 
 /// exp for float, branch-free so loops over it vectorise (Cephes' expf:
 /// range reduction by ln 2 and a degree-6 polynomial, about 1 ulp). Results

@@ -55,7 +55,7 @@ public:
     int64_t groups = (numel_ + 4 * kLanes - 1) / (4 * kLanes);
     uint32_t thr = threshold_;
     Acc<S> scale = scale_;
-    parallelFor(groups, numel_ * 4, [&](int64_t g0, int64_t g1) {
+    parallelRange(groups, numel_ * 4, [&](int64_t g0, int64_t g1) {
       uint32_t bits[4 * kLanes];
       for (int64_t g = g0; g < g1; ++g) {
         philox4x32_10Lanes<kLanes>((uint32_t)(g * kLanes), stepLo, stepHi,

@@ -32,13 +32,13 @@ public:
     if (work == 0)
       return;
     if (inner_ == 1) {
-      parallelFor(outer_, work, [&](int64_t b, int64_t e) {
+      parallelRange(outer_, work, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o)
           row(x + o * n_, y + o * n_);
       });
       return;
     }
-    parallelFor(outer_ * ktiles_, work, [&](int64_t b, int64_t e) {
+    parallelRange(outer_ * ktiles_, work, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t o = t / ktiles_, k0 = (t % ktiles_) * kTile;
         int64_t off = o * n_ * inner_ + k0;
