@@ -6,6 +6,7 @@
 
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 namespace kiln {
@@ -13,6 +14,7 @@ namespace kiln {
 inline void registerAllPasses() {
   registerKilnConversionPasses();
   krt::registerKRTPasses();
+  registerKilnTrainingPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

@@ -5,11 +5,18 @@
 
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 
 using namespace mlir;
 
@@ -85,5 +92,199 @@ bool kiln::compileONNXToPlan(const std::string &path,
   if (auto f = module->lookupSymbol<func::FuncOp>("forward"))
     if (auto a = f->getAttrOfType<IntegerAttr>("krt.arena_bytes"))
       result.arenaBytes = a.getInt();
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+static std::string planDType(Type t) {
+  if (t.isF32()) return "f32";
+  if (t.isF64()) return "f64";
+  if (t.isF16()) return "f16";
+  if (t.isBF16()) return "bf16";
+  if (t.isInteger(64)) return "i64";
+  if (t.isInteger(32)) return "i32";
+  if (t.isInteger(1)) return "i1";
+  if (t.isInteger(8)) return "i8";
+  return "";
+}
+
+bool kiln::compileONNXToTraining(const std::string &path,
+                                 const TrainCompileOptions &opts,
+                                 TrainCompileResult &result) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  FirstError first;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    first.note(d);
+    return success();
+  });
+  auto fail = [&](const char *stage) {
+    result.stage = stage;
+    result.error = first.text.empty() ? std::string(stage) + " failed"
+                                      : first.text;
+    return false;
+  };
+  auto failWith = [&](const char *stage, const std::string &msg) {
+    result.stage = stage;
+    result.error = msg;
+    return false;
+  };
+
+  auto bytes = llvm::MemoryBuffer::getFile(path);
+  if (!bytes)
+    return failWith("import", path + ": " + bytes.getError().message());
+
+  ParamData params;
+  ImportOptions importOpts = opts.import;
+  importOpts.paramData = &params;
+  importOpts.overrideBatch = importOpts.batchSize > 0;
+  OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
+  if (!module)
+    return fail("import");
+  {
+    PassManager pm(&ctx);
+    buildONNXToKilnPipeline(pm);
+    KilnAttachLossPassOptions lo;
+    lo.loss = opts.loss;
+    lo.logits = opts.logits;
+    lo.labels = opts.labels;
+    lo.lossOutput = opts.lossOutput;
+    pm.addPass(createKilnAttachLossPass(lo));
+    if (failed(pm.run(*module)))
+      return fail("loss");
+  }
+  OwningOpRef<ModuleOp> evalModule = module->clone();
+
+  bool adam = opts.optimizer == "adam" || opts.optimizer == "adamw";
+  double lr = opts.lr >= 0 ? opts.lr : (adam ? 1e-3 : 1e-2);
+  double wd = opts.weightDecay >= 0 ? opts.weightDecay
+                                    : (opts.optimizer == "adamw" ? 0.01 : 0.0);
+  {
+    PassManager pm(&ctx);
+    KilnAutodiffPassOptions ao;
+    ao.freeze = opts.freeze;
+    ao.bnRunningVar = opts.bnRunningVar;
+    pm.addPass(createKilnAutodiffPass(ao));
+    KilnAttachOptimizerPassOptions oo;
+    oo.optimizer = opts.optimizer;
+    oo.momentum = opts.momentum;
+    oo.nesterov = opts.nesterov;
+    oo.weightDecay = wd;
+    oo.beta1 = opts.beta1;
+    oo.beta2 = opts.beta2;
+    oo.eps = opts.eps;
+    oo.clipNorm = opts.clipNorm;
+    // "none" keeps the gradients as results (gradient checks, debugging).
+    if (opts.optimizer != "none")
+      pm.addPass(createKilnAttachOptimizerPass(oo));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*module)))
+      return fail("autodiff");
+  }
+  // The training module keeps only @train_step.
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
+    fwd.erase();
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  {
+    llvm::raw_string_ostream os(result.mlir);
+    module->print(os);
+  }
+
+  // The executable's config, from @train_step's signature.
+  llvm::json::Array data;
+  int64_t batch = opts.import.batchSize;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (step.getArgAttr(i, "kiln.param"))
+      continue;
+    auto name = step.getArgAttrOfType<StringAttr>(i, "onnx.name");
+    std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
+    if (n == "kiln.lr" || n == "kiln.step")
+      continue;
+    auto t = cast<RankedTensorType>(step.getArgument(i).getType());
+    if (t.getRank() < 1)
+      return failWith("config", "input '" + n +
+                                    "' is a scalar; training data needs a "
+                                    "batch axis 0");
+    if (batch <= 0)
+      batch = t.getDimSize(0);
+    if (t.getDimSize(0) != batch)
+      return failWith("config", "input '" + n + "' has " +
+                                    std::to_string(t.getDimSize(0)) +
+                                    " rows on axis 0, the batch is " +
+                                    std::to_string(batch) +
+                                    "; every input needs the batch on axis 0");
+    llvm::json::Array shape;
+    for (int64_t d : t.getShape().drop_front())
+      shape.push_back(d);
+    data.push_back(llvm::json::Object{{"name", n},
+                                      {"dtype", planDType(t.getElementType())},
+                                      {"sample_shape", std::move(shape)}});
+  }
+  llvm::json::Value numClasses = nullptr;
+  if (opts.loss == "cross-entropy")
+    step.walk([&](kiln::SoftmaxCrossEntropyOp ce) {
+      auto lt = cast<RankedTensorType>(ce.getLogits().getType());
+      numClasses = lt.getDimSize(ce.getClassAxis());
+    });
+  auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef((*bytes)->getBuffer()));
+  llvm::json::Object config{
+      {"format", "kiln-train-config"},
+      {"version", 1},
+      {"model", llvm::sys::path::filename(path).str()},
+      {"model_sha256", llvm::toHex(digest, /*LowerCase=*/true)},
+      {"batch_size", batch},
+      {"loss", opts.loss},
+      {"logits", opts.logits},
+      {"labels", opts.labels},
+      {"num_classes", std::move(numClasses)},
+      {"ignore_index", nullptr},
+      {"data", std::move(data)},
+      {"optimizer",
+       llvm::json::Object{{"name", opts.optimizer}, {"lr", lr},
+                          {"beta1", opts.beta1}, {"beta2", opts.beta2},
+                          {"eps", opts.eps}, {"weight_decay", wd},
+                          {"momentum", opts.optimizer == "momentum" ? opts.momentum : 0.0},
+                          {"nesterov", opts.nesterov},
+                          {"clip_norm", opts.clipNorm}}},
+      {"schedule", llvm::json::Object{{"kind", opts.schedule},
+                                      {"warmup_steps", opts.warmupSteps},
+                                      {"total_steps", opts.totalSteps},
+                                      {"min_lr", opts.minLr}}},
+      {"lr_input", "kiln.lr"},
+      {"step_input", "kiln.step"}};
+  {
+    llvm::raw_string_ostream os(result.config);
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));
+  }
+
+  {
+    PassManager pm(&ctx);
+    buildKilnToRuntimePipeline(pm);
+    if (failed(pm.run(*module)))
+      return fail("lower");
+  }
+  if (failed(exportPlan(*module, "train_step", params, result.trainPlan)))
+    return fail("plan");
+  if (auto a = module->lookupSymbol<func::FuncOp>("train_step")
+                   ->getAttrOfType<IntegerAttr>("krt.arena_bytes"))
+    result.trainArenaBytes = a.getInt();
+
+  {
+    PassManager pm(&ctx);
+    pm.addPass(createKilnEvalModePass());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    buildKilnToRuntimePipeline(pm);
+    if (failed(pm.run(*evalModule)))
+      return fail("eval");
+  }
+  if (failed(exportPlan(*evalModule, "forward", params, result.evalPlan)))
+    return fail("eval plan");
   return true;
 }

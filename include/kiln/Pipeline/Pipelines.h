@@ -34,4 +34,42 @@ bool compileONNXToPlan(const std::string &path, const ImportOptions &opts,
 
 } // namespace kiln
 
+
+namespace kiln {
+
+/// What kiln-compile asks for (CONTRACT.md's flags).
+struct TrainCompileOptions {
+  ImportOptions import;
+  std::string loss = "cross-entropy"; // cross-entropy | mse | output
+  std::string logits, labels = "labels", lossOutput;
+  std::string optimizer = "sgd";
+  double lr = -1; // -1: 0.01 for sgd/momentum, 0.001 for adam/adamw
+  double momentum = 0.9, weightDecay = -1, beta1 = 0.9, beta2 = 0.999,
+         eps = 1e-8, clipNorm = 0;
+  bool nesterov = false;
+  std::string freeze;
+  std::string schedule = "constant"; // constant | linear-warmup | cosine
+  int64_t warmupSteps = 0, totalSteps = 0;
+  double minLr = 0;
+  std::string bnRunningVar = "unbiased";
+};
+
+/// What compileONNXToTraining produces.
+struct TrainCompileResult {
+  std::string trainPlan; // @train_step (outputs loss, grad_norm)
+  std::string evalPlan;  // @forward in eval mode (outputs loss, model outputs)
+  std::string config;    // the executable's config JSON (docs/Training.md)
+  std::string mlir;      // the kiln-level module with @train_step
+  std::string error, stage;
+  int64_t trainArenaBytes = 0;
+};
+
+/// Imports, converts, attaches the loss, differentiates, attaches the
+/// optimizer, lowers and writes both plans. Never crashes on a bad model.
+bool compileONNXToTraining(const std::string &path,
+                           const TrainCompileOptions &opts,
+                           TrainCompileResult &result);
+
+} // namespace kiln
+
 #endif // KILN_PIPELINE_PIPELINES_H

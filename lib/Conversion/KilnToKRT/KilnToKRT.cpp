@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNLOWERTORUNTIMEPASS
@@ -44,7 +45,74 @@ struct KilnLowerToRuntimePass
 
   LogicalResult lower(func::FuncOp func);
   LogicalResult checkTypes(Operation *op);
+  LogicalResult writeUpdates(func::FuncOp func);
 };
+
+/// Results tagged `kiln.update = <argument>` (training: new parameter and
+/// optimizer-state values) are written into the argument's own storage and
+/// leave the result list. An in-place kernel that reads the argument last
+/// writes its output there directly; anything else gets a `copy` step
+/// before the return.
+LogicalResult KilnLowerToRuntimePass::writeUpdates(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<DictionaryAttr> attrs;
+  func.getAllResultAttrs(attrs);
+  SmallVector<Value> kept;
+  SmallVector<DictionaryAttr> keptAttrs;
+  llvm::SmallDenseSet<unsigned> written;
+  OpBuilder b(ret);
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    Value v = ret.getOperand(i);
+    auto up = attrs[i] ? attrs[i].getAs<IntegerAttr>("kiln.update") : nullptr;
+    if (!up) {
+      kept.push_back(v);
+      keptAttrs.push_back(attrs[i] ? attrs[i] : DictionaryAttr::get(func.getContext()));
+      continue;
+    }
+    int64_t k = up.getInt();
+    if (k < 0 || k >= (int64_t)body.getNumArguments() ||
+        v.getType() != body.getArgument(k).getType())
+      return func.emitOpError() << "result #" << i << " updates argument #" << k
+                                << ", which does not exist or has another type";
+    if (!written.insert(k).second)
+      return func.emitOpError() << "argument #" << k << " is updated twice";
+    BlockArgument p = body.getArgument(k);
+    if (v == p)
+      continue;
+    kiln::krt::LaunchOp writer;
+    auto alloc = v.getDefiningOp<kiln::krt::AllocOp>();
+    if (alloc)
+      for (Operation *user : alloc->getUsers())
+        if (auto l = dyn_cast<kiln::krt::LaunchOp>(user))
+          if (llvm::is_contained(l.getOuts(), v))
+            writer = l;
+    bool direct = writer && writer.getInPlace() &&
+                  llvm::is_contained(writer.getIns(), p) &&
+                  llvm::all_of(p.getUsers(), [&](Operation *u) {
+                    return u == writer || u->isBeforeInBlock(writer);
+                  });
+    if (direct) {
+      alloc.getResult().replaceAllUsesWith(p);
+      continue;
+    }
+    kiln::krt::LaunchOp::create(b, ret.getLoc(), "copy", ValueRange{v},
+                                ValueRange{p}, DictionaryAttr::get(func.getContext()),
+                                /*inPlace=*/false, /*stream=*/0);
+    ++numLaunches;
+  }
+  if (kept.size() == ret.getNumOperands())
+    return success();
+  func::ReturnOp::create(b, ret.getLoc(), kept);
+  ret.erase();
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (auto a = dyn_cast<kiln::krt::AllocOp>(op); a && a->use_empty())
+      a.erase();
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 ValueRange(kept).getTypes()));
+  func.setAllResultAttrs(keptAttrs);
+  return success();
+}
 
 LogicalResult KilnLowerToRuntimePass::checkTypes(Operation *op) {
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
@@ -149,6 +217,9 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
     op->dropAllUses();
     op->erase();
   }
+
+  if (failed(writeUpdates(func)))
+    return failure();
 
   SmallVector<Type> results;
   for (Value v : body.getTerminator()->getOperands())

@@ -772,6 +772,7 @@ onnxlib::LoadOptions loadOptions(const ImportOptions &opts) {
   onnxlib::LoadOptions options;
   options.dimValues = opts.dimValues;
   options.batchSize = opts.batchSize;
+  options.overrideBatch = opts.overrideBatch;
   return options;
 }
 

@@ -601,8 +601,22 @@ void applyDimOptions(GraphProto &graph, const LoadOptions &options) {
                        ->mutable_tensor_type()
                        ->mutable_shape()
                        ->mutable_dim(0);
-      if (dim0->has_dim_value())
+      if (dim0->has_dim_value()) {
+        if (options.overrideBatch && dim0->dim_value() != options.batchSize) {
+          int64_t old = dim0->dim_value();
+          dim0->set_dim_value(options.batchSize);
+          // Shapes downstream follow from inference again.
+          graph.clear_value_info();
+          for (auto &out : *graph.mutable_output())
+            if (out.type().has_tensor_type() &&
+                out.type().tensor_type().has_shape() &&
+                out.type().tensor_type().shape().dim_size() > 0 &&
+                out.type().tensor_type().shape().dim(0).dim_value() == old)
+              out.mutable_type()->mutable_tensor_type()->mutable_shape()
+                  ->mutable_dim(0)->set_dim_value(options.batchSize);
+        }
         continue;
+      }
       if (dim0->has_dim_param()) {
         params.emplace(dim0->dim_param(), options.batchSize);
         continue;

@@ -35,6 +35,9 @@ struct LoadOptions {
   /// When > 0, the size of a symbolic or unknown dimension 0 of every graph
   /// input (and of every other occurrence of that dimension's symbol).
   int64_t batchSize = 0;
+  /// Also replace a static dimension 0 of the graph inputs (kiln-compile's
+  /// --batch-size: the model is compiled for that batch).
+  bool overrideBatch = false;
 };
 
 /// Why loading failed.

@@ -228,18 +228,26 @@ LogicalResult PlanWriter::write(std::string &out) {
                                : "arg" + std::to_string(arg.getArgNumber());
     (*e)["name"] = argName;
     if (func.getArgAttr(arg.getArgNumber(), "kiln.param")) {
-      auto it = params.find(argName);
-      if (it == params.end())
-        return func.emitOpError() << "parameter '" << argName
-                                  << "' has no value to write";
       int64_t bytes = krt::bufferBytes(cast<MemRefType>(arg.getType()));
-      if ((int64_t)it->second.size() != bytes)
-        return func.emitOpError() << "parameter '" << argName << "' has "
-                                  << it->second.size() << " bytes, its type "
-                                  << "needs " << bytes;
+      auto init = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.init");
+      auto it = params.find(argName);
+      if (init && init.getValue() == "zeros") {
+        // Optimizer state starts at zero.
+        (*e)["data_offset"] = addBlob(std::string(bytes, '\0'));
+      } else {
+        if (it == params.end())
+          return func.emitOpError() << "parameter '" << argName
+                                    << "' has no value to write";
+        if ((int64_t)it->second.size() != bytes)
+          return func.emitOpError() << "parameter '" << argName << "' has "
+                                    << it->second.size() << " bytes, its type "
+                                    << "needs " << bytes;
+        (*e)["data_offset"] = addBlob(it->second);
+      }
       (*e)["kind"] = "param";
-      (*e)["data_offset"] = addBlob(it->second);
       (*e)["data_bytes"] = bytes;
+      if (auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role"))
+        (*e)["role"] = role.getValue().str();
     } else {
       (*e)["kind"] = "input";
       (*e)["index"] = inputIndex++;

@@ -33,7 +33,7 @@ func.func @constant_type() {
 // -----
 
 func.func @launch_output(%x: memref<4xf32>, %y: memref<4xf32>) {
-  // expected-error @+1 {{output of kernel 'relu' must be a krt.alloc buffer}}
+  // expected-error @+1 {{output of kernel 'relu' must be a krt.alloc buffer or a parameter}}
   krt.launch "relu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
   return
 }

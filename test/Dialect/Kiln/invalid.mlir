@@ -225,3 +225,41 @@ func.func @mse_shapes(%a: tensor<4x3xf32>, %b: tensor<4x2xf32>) -> tensor<f32> {
   %0 = kiln.mse_loss %a, %b : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+func.func @conv_input_grad_mismatch(%dy: tensor<2x16x8x8xf32>, %w: tensor<16x3x3x3xf32>) -> tensor<2x3x9x9xf32> {
+  // expected-error @+1 {{dy 'tensor<2x16x8x8xf32>' is not the conv result of 'tensor<2x3x9x9xf32>'}}
+  %0 = kiln.conv_input_grad %dy, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+                                     padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64}
+      : (tensor<2x16x8x8xf32>, tensor<16x3x3x3xf32>) -> tensor<2x3x9x9xf32>
+  return %0 : tensor<2x3x9x9xf32>
+}
+
+// -----
+
+func.func @gather_grad_mismatch(%dy: tensor<2x4x7xf32>, %ids: tensor<2x4xi64>) -> tensor<100x8xf32> {
+  // expected-error @+1 {{dy 'tensor<2x4x7xf32>' is not the gather result of 'tensor<100x8xf32>'}}
+  %0 = kiln.gather_grad %dy, %ids {axis = 0 : i64} : (tensor<2x4x7xf32>, tensor<2x4xi64>) -> tensor<100x8xf32>
+  return %0 : tensor<100x8xf32>
+}
+
+// -----
+
+func.func @slice_grad_mismatch(%dy: tensor<4x3xf32>) -> tensor<4x20xf32> {
+  // expected-error @+1 {{dy 'tensor<4x3xf32>' is not the slice result of 'tensor<4x20xf32>'}}
+  %0 = kiln.slice_grad %dy {starts = array<i64: 0, 0>, limits = array<i64: 4, 20>, strides = array<i64: 1, 2>}
+      : (tensor<4x3xf32>) -> tensor<4x20xf32>
+  return %0 : tensor<4x20xf32>
+}
+
+// -----
+
+func.func @adam_types(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<8xf32>,
+                      %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{all of {param, grad, m, v, new_param, new_m, new_v} have same type}}
+  %0:3 = kiln.adam_update %p, %g, %m, %v, %lr, %t {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-08 : f32}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>, tensor<f32>, tensor<i64>)
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

@@ -27,6 +27,9 @@ struct ImportOptions {
   /// When > 0, the size of dimension 0 of every graph input whose dimension 0
   /// is symbolic or unknown (`--batch-size N`). dimValues takes precedence.
   int64_t batchSize = 0;
+  /// With batchSize, also replace a static dimension 0 of every graph input
+  /// and output (kiln-compile compiles the model for its --batch-size).
+  bool overrideBatch = false;
   /// When set, receives the value of every parameter (floating initializer)
   /// as raw little-endian bytes, by initializer name: what a plan carries.
   std::map<std::string, std::string> *paramData = nullptr;

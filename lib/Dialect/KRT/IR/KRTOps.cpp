@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 
@@ -85,9 +86,15 @@ LogicalResult LaunchOp::verify() {
   for (Value v : getOuts()) {
     if (failed(verifyBuffer(*this, v.getType(), "output")))
       return failure();
-    if (!v.getDefiningOp<AllocOp>())
+    if (v.getDefiningOp<AllocOp>())
+      continue;
+    // A parameter's own storage (training updates) may be written too.
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    if (!func || !func.getArgAttr(arg.getArgNumber(), "kiln.param"))
       return emitOpError() << "output of kernel '" << getKernel()
-                           << "' must be a krt.alloc buffer";
+                           << "' must be a krt.alloc buffer or a parameter";
   }
   if (getStream() < 0)
     return emitOpError() << "stream must be non-negative";

@@ -703,5 +703,92 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (KilnGradOps.td): the result is the forward operand's type,
+// so the verifier checks that the forward op would have produced `dy`.
+//===----------------------------------------------------------------------===//
+
+/// The forward conv result shape for input `in`, weight `w` and the attrs.
+static FailureOr<SmallVector<int64_t>>
+convForwardShape(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> w,
+                 ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+                 ArrayRef<int64_t> padding, int64_t groups) {
+  if (in.size() < 3 || w.size() != in.size())
+    return op->emitOpError("input and weight must both have rank N+2 with N >= 1");
+  size_t spatial = in.size() - 2;
+  if (failed(checkWindowAttrs(op->getLoc(), spatial, strides, dilations, padding)))
+    return failure();
+  if (groups < 1 || in[1] % groups || w[0] % groups || in[1] / groups != w[1])
+    return op->emitOpError("channels do not match: input has ")
+           << in[1] << ", weight expects " << w[1] << " x " << groups << " groups";
+  SmallVector<int64_t> out = {in[0], w[0]};
+  for (size_t i = 0; i < spatial; ++i)
+    out.push_back(windowOut(in[i + 2], w[i + 2], strides[i], dilations[i],
+                            padding[i], padding[i + spatial]));
+  return out;
+}
+
+LogicalResult ConvInputGradOp::verify() {
+  auto out = convForwardShape(*this, shapeOf(getType()), shapeOf(getWeight().getType()),
+                              getStrides(), getDilations(), getPadding(), getGroups());
+  if (failed(out))
+    return failure();
+  if (ArrayRef<int64_t>(*out) != shapeOf(getDy().getType()))
+    return emitOpError("dy ") << getDy().getType() << " is not the conv result of "
+                              << getType();
+  return success();
+}
+
+LogicalResult ConvWeightGradOp::verify() {
+  auto out = convForwardShape(*this, shapeOf(getInput().getType()), shapeOf(getType()),
+                              getStrides(), getDilations(), getPadding(), getGroups());
+  if (failed(out))
+    return failure();
+  if (ArrayRef<int64_t>(*out) != shapeOf(getDy().getType()))
+    return emitOpError("dy ") << getDy().getType()
+                              << " is not the conv result for weight " << getType();
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getType());
+  int64_t axis = getAxis();
+  if (failed(checkAxis(getLoc(), axis, in.size())))
+    return failure();
+  SmallVector<int64_t> out(in.begin(), in.begin() + axis);
+  llvm::append_range(out, shapeOf(getIndices().getType()));
+  out.append(in.begin() + axis + 1, in.end());
+  if (ArrayRef<int64_t>(out) != shapeOf(getDy().getType()))
+    return emitOpError("dy ") << getDy().getType() << " is not the gather result of "
+                              << getType();
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getType());
+  if (getStarts().size() != in.size() || getLimits().size() != in.size() ||
+      getStrides().size() != in.size())
+    return emitOpError("starts, limits and strides need ") << in.size() << " entries each";
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t s = getStarts()[i], l = getLimits()[i], st = getStrides()[i];
+    if (st == 0)
+      return emitOpError("stride of dim ") << i << " is 0";
+    out.push_back(st > 0 ? (l > s ? (l - s + st - 1) / st : 0)
+                         : (s > l ? (s - l + (-st) - 1) / (-st) : 0));
+  }
+  if (ArrayRef<int64_t>(out) != shapeOf(getDy().getType()))
+    return emitOpError("dy ") << getDy().getType() << " is not the slice result of "
+                              << getType();
+  return success();
+}
+
+void BatchNormTrainOp::getStateUpdates(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &updates) {
+  updates.push_back({3, 1}); // running_mean
+  updates.push_back({4, 2}); // running_var
+}
+
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"

@@ -6,4 +6,5 @@
 include "kiln/Dialect/Kiln/IR/KilnDialect.td"
 include "kiln/Dialect/Kiln/IR/KilnInterfaces.td"
 include "kiln/Dialect/Kiln/IR/KilnOps.td"
+include "kiln/Dialect/Kiln/IR/KilnGradOps.td"
 #endif

@@ -42,4 +42,46 @@ def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+
+def Kiln_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    The op's vector-Jacobian product, which `--kiln-autodiff` calls for every
+    op on a path from a trainable parameter to the loss, in reverse order.
+    Given the gradient of the loss with respect to each result, the op builds
+    (with `builder`, before the function's return) the gradient with respect
+    to each operand. Gradients have the type of the value they belong to.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{Builds the operand gradients. `resultGrads` has one entry per
+                 result; a null entry is a zero gradient (that result does not
+                 reach the loss), and at least one is non-null.
+                 `operandGrads` receives one entry per operand, null where no
+                 gradient flows (integer operands, constants of the rule).
+                 Fails with a diagnostic when the op cannot be differentiated
+                 as configured.}],
+      /*retTy=*/"::llvm::LogicalResult", /*methodName=*/"buildVJP",
+      /*args=*/(ins "::mlir::OpBuilder &":$builder,
+                    "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+                    "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+def Kiln_StatefulOpInterface : OpInterface<"StatefulOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    An op that, in training, returns the next value of some of its operands
+    (BatchNorm's running statistics). `--kiln-autodiff` threads each such
+    result back into the parameter the operand reads, as ONNX specifies.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{Pairs (operand index, result index): the result is the
+                 operand's value after this training step.}],
+      /*retTy=*/"void", /*methodName=*/"getStateUpdates",
+      /*args=*/(ins "::llvm::SmallVectorImpl<std::pair<unsigned, unsigned>> &":$updates)>,
+  ];
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNINTERFACES_TD

@@ -15,6 +15,9 @@ include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// Ops with a vector-Jacobian product (lib/Dialect/Kiln/IR/KilnVJP.cpp).
+defvar Kiln_Differentiable = DeclareOpInterfaceMethods<Kiln_DifferentiableOpInterface>;
+
 // An op whose result types are computed by a C++ `inferReturnTypes`.
 class Kiln_InferOp<string mnemonic, list<Trait> traits = [],
                    list<string> costMethods = []>
@@ -68,34 +71,34 @@ class Kiln_UnaryOp<string mnemonic, string what, Type operandType = Kiln_FloatTe
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x", Kiln_Tensor>;
-def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|", Kiln_Tensor>;
-def Kiln_SignOp : Kiln_UnaryOp<"sign", "the sign (-1, 0, 1)", Kiln_Tensor>;
-def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e^x">;
-def Kiln_LogOp : Kiln_UnaryOp<"log", "the natural logarithm">;
-def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "the hyperbolic tangent">;
-def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "the logistic sigmoid 1/(1+e^-x)">;
-def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
-def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "the square root">;
-def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "the reciprocal square root">;
-def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1/x">;
-def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the Gauss error function">;
-def Kiln_SoftplusOp : Kiln_UnaryOp<"softplus", "log(1 + e^x)">;
-def Kiln_FloorOp : Kiln_UnaryOp<"floor", "the floor">;
-def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "the ceiling">;
-def Kiln_SinOp : Kiln_UnaryOp<"sin", "the sine">;
-def Kiln_CosOp : Kiln_UnaryOp<"cos", "the cosine">;
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_SignOp : Kiln_UnaryOp<"sign", "the sign (-1, 0, 1)", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e^x", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "the natural logarithm", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "the hyperbolic tangent", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "the logistic sigmoid 1/(1+e^-x)", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "the square root", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "the reciprocal square root", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1/x", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the Gauss error function", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_SoftplusOp : Kiln_UnaryOp<"softplus", "log(1 + e^x)", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_FloorOp : Kiln_UnaryOp<"floor", "the floor", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "the ceiling", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", "the sine", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", "the cosine", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_NotOp : Kiln_UnaryOp<"not", "logical negation", Kiln_BoolTensor>;
 
-def Kiln_LeakyReluOp : Kiln_UnaryOp<"leaky_relu", "x if x >= 0 else alpha * x"> {
+def Kiln_LeakyReluOp : Kiln_UnaryOp<"leaky_relu", "x if x >= 0 else alpha * x", Kiln_FloatTensor, [Kiln_Differentiable]> {
   let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$alpha);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
-def Kiln_EluOp : Kiln_UnaryOp<"elu", "x if x > 0 else alpha * (e^x - 1)"> {
+def Kiln_EluOp : Kiln_UnaryOp<"elu", "x if x > 0 else alpha * (e^x - 1)", Kiln_FloatTensor, [Kiln_Differentiable]> {
   let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$alpha);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
-def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "x * Phi(x) (`approximate = \"tanh\"` for the tanh form)"> {
+def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "x * Phi(x) (`approximate = \"tanh\"` for the tanh form)", Kiln_FloatTensor, [Kiln_Differentiable]> {
   let arguments = (ins Kiln_FloatTensor:$input,
                    DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -103,6 +106,7 @@ def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "x * Phi(x) (`approximate = \"tanh\"` for
 }
 
 def Kiln_CastOp : Kiln_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
+    Kiln_Differentiable,
     DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
   let summary = "elementwise conversion of the element type";
   let description = [{
@@ -125,8 +129,8 @@ def Kiln_CastOp : Kiln_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape
 //===----------------------------------------------------------------------===//
 
 class Kiln_BinaryOp<string mnemonic, string what, string kind = "arith",
-                    Type operandType = Kiln_Tensor>
-    : Kiln_InferOp<mnemonic, [Kiln_InPlaceElementwise]> {
+                    Type operandType = Kiln_Tensor, list<Trait> traits = []>
+    : Kiln_InferOp<mnemonic, !listconcat([Kiln_InPlaceElementwise], traits)> {
   let summary = "elementwise " # what # ", broadcasting";
   let description = "Computes " # what # " elementwise. The operands have "
       # "the same element type and broadcast as in NumPy: shapes align at the "
@@ -150,13 +154,13 @@ class Kiln_BinaryOp<string mnemonic, string what, string kind = "arith",
   }];
 }
 
-def Kiln_AddOp : Kiln_BinaryOp<"add", "x + y">;
-def Kiln_SubOp : Kiln_BinaryOp<"sub", "x - y">;
-def Kiln_MulOp : Kiln_BinaryOp<"mul", "x * y">;
-def Kiln_DivOp : Kiln_BinaryOp<"div", "x / y (integers truncate toward zero)">;
-def Kiln_PowOp : Kiln_BinaryOp<"pow", "x ^ y">;
-def Kiln_MaxOp : Kiln_BinaryOp<"max", "max(x, y)">;
-def Kiln_MinOp : Kiln_BinaryOp<"min", "min(x, y)">;
+def Kiln_AddOp : Kiln_BinaryOp<"add", "x + y", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "x - y", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "x * y", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "x / y (integers truncate toward zero)", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_PowOp : Kiln_BinaryOp<"pow", "x ^ y", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_MaxOp : Kiln_BinaryOp<"max", "max(x, y)", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
+def Kiln_MinOp : Kiln_BinaryOp<"min", "min(x, y)", "arith", Kiln_Tensor, [Kiln_Differentiable]>;
 def Kiln_EqualOp : Kiln_BinaryOp<"equal", "x == y", "compare">;
 def Kiln_LessOp : Kiln_BinaryOp<"less", "x < y", "compare">;
 def Kiln_LessEqualOp : Kiln_BinaryOp<"less_equal", "x <= y", "compare">;
@@ -166,7 +170,7 @@ def Kiln_AndOp : Kiln_BinaryOp<"and", "logical and", "arith", Kiln_BoolTensor>;
 def Kiln_OrOp : Kiln_BinaryOp<"or", "logical or", "arith", Kiln_BoolTensor>;
 def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical exclusive or", "arith", Kiln_BoolTensor>;
 
-def Kiln_SelectOp : Kiln_InferOp<"select", [Kiln_InPlaceElementwise]> {
+def Kiln_SelectOp : Kiln_InferOp<"select", [Kiln_Differentiable, Kiln_InPlaceElementwise]> {
   let summary = "elementwise choice, broadcasting";
   let description = [{
     `cond ? on_true : on_false` per element, the three operands broadcast
@@ -187,7 +191,7 @@ def Kiln_SelectOp : Kiln_InferOp<"select", [Kiln_InPlaceElementwise]> {
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
-def Kiln_MatmulOp : Kiln_InferOp<"matmul", [], ["getFlops"]> {
+def Kiln_MatmulOp : Kiln_InferOp<"matmul", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "batched matrix product";
   let description = [{
     `[..., M, K] x [..., K, N] -> [..., M, N]`; both operands have rank 2 or
@@ -205,7 +209,7 @@ def Kiln_MatmulOp : Kiln_InferOp<"matmul", [], ["getFlops"]> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_ConvOp : Kiln_InferOp<"conv", [], ["getFlops"]> {
+def Kiln_ConvOp : Kiln_InferOp<"conv", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "N-d convolution (cross-correlation), grouped";
   let description = [{
     `input [N, C, D1..Dn]`, `weight [O, C/groups, K1..Kn]` -> `[N, O, ...]`.
@@ -246,7 +250,8 @@ def Kiln_ConvTransposeOp : Kiln_InferOp<"conv_transpose", [], ["getFlops"]> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-class Kiln_PoolOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+class Kiln_PoolOp<string mnemonic, string what, list<Trait> traits = []>
+    : Kiln_InferOp<mnemonic, traits> {
   let summary = what # " pooling over the spatial dimensions";
   let description = "Pools `[N, C, D1..Dn]` windows of `kernel` (per spatial "
       # "dim) with `strides`, `dilations` and `padding` (begin pads, then end "
@@ -259,13 +264,13 @@ class Kiln_PoolOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_MaxPoolOp : Kiln_PoolOp<"max_pool", "max"> {
+def Kiln_MaxPoolOp : Kiln_PoolOp<"max_pool", "max", [Kiln_Differentiable]> {
   let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
                    DenseI64ArrayAttr:$padding);
 }
 
-def Kiln_AvgPoolOp : Kiln_PoolOp<"avg_pool", "average"> {
+def Kiln_AvgPoolOp : Kiln_PoolOp<"avg_pool", "average", [Kiln_Differentiable]> {
   let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
                    DenseI64ArrayAttr:$padding,
@@ -306,7 +311,8 @@ def Kiln_BatchNormOp : Kiln_InferOp<"batch_norm"> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train"> {
+def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train", [Kiln_Differentiable,
+    DeclareOpInterfaceMethods<Kiln_StatefulOpInterface>]> {
   let summary = "batch normalisation with batch statistics (training)";
   let description = [{
     Normalises with the mean and biased variance of the batch over all axes but
@@ -314,7 +320,9 @@ def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train"> {
     `BatchNormalization` (training_mode) defines them:
     `running = running * momentum + batch * (1 - momentum)`, where the running
     variance takes the biased batch variance, as ONNX's reference and test
-    data do (PyTorch's running_var uses the unbiased one: N/(N-1) times this).
+    data do. With `unbiased_running_var` the running variance takes the
+    unbiased batch variance (N/(N-1) times the biased one), as PyTorch does;
+    the normalisation itself always uses the biased variance.
 
     ```mlir
     %y, %rm, %rv = kiln.batch_norm_train %x, %s, %b, %m, %v
@@ -326,12 +334,13 @@ def Kiln_BatchNormTrainOp : Kiln_InferOp<"batch_norm_train"> {
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
                    Kiln_FloatTensor:$bias, Kiln_FloatTensor:$running_mean,
                    Kiln_FloatTensor:$running_var, F32Attr:$epsilon,
-                   F32Attr:$momentum);
+                   F32Attr:$momentum,
+                   DefaultValuedAttr<BoolAttr, "false">:$unbiased_running_var);
   let results = (outs Kiln_FloatTensor:$result, Kiln_FloatTensor:$new_running_mean,
                  Kiln_FloatTensor:$new_running_var);
 }
 
-def Kiln_LayerNormOp : Kiln_InferOp<"layer_norm"> {
+def Kiln_LayerNormOp : Kiln_InferOp<"layer_norm", [Kiln_Differentiable]> {
   let summary = "layer normalisation over the trailing dimensions";
   let description = [{
     Normalises over dimensions `axis..rank-1` with the biased variance, then
@@ -351,7 +360,8 @@ def Kiln_LayerNormOp : Kiln_InferOp<"layer_norm"> {
                  Kiln_FloatTensor:$inv_std_dev);
 }
 
-class Kiln_SoftmaxLikeOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+class Kiln_SoftmaxLikeOp<string mnemonic, string what>
+    : Kiln_InferOp<mnemonic, [Kiln_Differentiable]> {
   let summary = what # " along one axis";
   let description = "Computes " # what # " along `axis` (non-negative), "
       # "stably (the maximum is subtracted first).\n\n```mlir\n%y = kiln."
@@ -362,7 +372,7 @@ class Kiln_SoftmaxLikeOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> 
 def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "softmax">;
 def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "log-softmax">;
 
-def Kiln_DropoutOp : Kiln_InferOp<"dropout"> {
+def Kiln_DropoutOp : Kiln_InferOp<"dropout", [Kiln_Differentiable]> {
   let summary = "training-mode dropout";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by
@@ -384,7 +394,8 @@ def Kiln_DropoutOp : Kiln_InferOp<"dropout"> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Kiln_ReduceOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
+class Kiln_ReduceOp<string mnemonic, string what, list<Trait> traits = []>
+    : Kiln_InferOp<mnemonic, traits> {
   let summary = what # " over some axes";
   let description = "Reduces with " # what # " over `axes` (non-negative, "
       # "sorted, unique); `keepdims` keeps them as size 1.\n\n```mlir\n%y = kiln."
@@ -394,8 +405,8 @@ class Kiln_ReduceOp<string mnemonic, string what> : Kiln_InferOp<mnemonic> {
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);
   let results = (outs Kiln_Tensor:$result);
 }
-def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "a sum"> { let hasFolder = 1; }
-def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "the mean">;
+def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "a sum", [Kiln_Differentiable]> { let hasFolder = 1; }
+def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "the mean", [Kiln_Differentiable]>;
 def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "the maximum">;
 def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "the minimum">;
 def Kiln_ReduceProdOp : Kiln_ReduceOp<"reduce_prod", "a product"> { let hasFolder = 1; }
@@ -418,7 +429,7 @@ def Kiln_ArgMinOp : Kiln_ArgReduceOp<"argmin", "minimum">;
 // Shape and data movement
 //===----------------------------------------------------------------------===//
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure,
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, Kiln_Differentiable,
     DeclareOpInterfaceMethods<Kiln_CostOpInterface, ["getFlops"]>]> {
   let summary = "same elements, new static shape";
   let description = [{
@@ -436,7 +447,7 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure,
   let hasFolder = 1;
 }
 
-def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure,
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure, Kiln_Differentiable,
     DeclareOpInterfaceMethods<Kiln_CostOpInterface, ["getFlops"]>]> {
   let summary = "NumPy broadcast to a static shape";
   let description = [{
@@ -454,7 +465,7 @@ def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure,
   let hasFolder = 1;
 }
 
-def Kiln_TransposeOp : Kiln_InferOp<"transpose", [], ["getFlops"]> {
+def Kiln_TransposeOp : Kiln_InferOp<"transpose", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "permutes dimensions";
   let description = [{
     Result dimension `i` is input dimension `perm[i]`.
@@ -468,7 +479,7 @@ def Kiln_TransposeOp : Kiln_InferOp<"transpose", [], ["getFlops"]> {
   let hasFolder = 1;
 }
 
-def Kiln_SliceOp : Kiln_InferOp<"slice", [], ["getFlops"]> {
+def Kiln_SliceOp : Kiln_InferOp<"slice", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "static strided slice";
   let description = [{
     Per dimension, the elements `start, start + stride, ...` before `limit`.
@@ -486,7 +497,7 @@ def Kiln_SliceOp : Kiln_InferOp<"slice", [], ["getFlops"]> {
   let hasFolder = 1;
 }
 
-def Kiln_ConcatOp : Kiln_InferOp<"concat", [], ["getFlops"]> {
+def Kiln_ConcatOp : Kiln_InferOp<"concat", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "joins tensors along an axis";
   let description = [{
     ```mlir
@@ -499,7 +510,7 @@ def Kiln_ConcatOp : Kiln_InferOp<"concat", [], ["getFlops"]> {
   let hasFolder = 1;
 }
 
-def Kiln_PadOp : Kiln_InferOp<"pad", [], ["getFlops"]> {
+def Kiln_PadOp : Kiln_InferOp<"pad", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "pads each dimension";
   let description = [{
     Adds `low[i]` elements before and `high[i]` after dimension `i` (negative
@@ -517,7 +528,7 @@ def Kiln_PadOp : Kiln_InferOp<"pad", [], ["getFlops"]> {
   let results = (outs Kiln_Tensor:$result);
 }
 
-def Kiln_GatherOp : Kiln_InferOp<"gather", [], ["getFlops"]> {
+def Kiln_GatherOp : Kiln_InferOp<"gather", [Kiln_Differentiable], ["getFlops"]> {
   let summary = "takes slices along an axis by index (embedding lookup)";
   let description = [{
     `result[i..., j..., k...] = input[i..., indices[j...], k...]` with `axis`
@@ -539,7 +550,7 @@ def Kiln_GatherOp : Kiln_InferOp<"gather", [], ["getFlops"]> {
 // Losses
 //===----------------------------------------------------------------------===//
 
-class Kiln_LossOp<string mnemonic> : Kiln_InferOp<mnemonic> {
+class Kiln_LossOp<string mnemonic> : Kiln_InferOp<mnemonic, [Kiln_Differentiable]> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
@@ -582,7 +593,7 @@ def Kiln_NllLossOp : Kiln_LossOp<"nll_loss"> {
                    DefaultValuedAttr<I64Attr, "1">:$class_axis);
 }
 
-def Kiln_MseLossOp : Kiln_InferOp<"mse_loss"> {
+def Kiln_MseLossOp : Kiln_InferOp<"mse_loss", [Kiln_Differentiable]> {
   let summary = "mean squared error";
   let description = [{
     `(x - y)^2` of same-shaped operands, reduced by `reduction` (`mean` over

@@ -1,0 +1,103 @@
+//===- Passes.td - kiln training passes ---------------------*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Loss, autodiff and optimizer: @forward -> @train_step (docs/Training.md).
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD
+#define KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KilnAttachLossPass : Pass<"kiln-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Makes @forward return a scalar loss first";
+  let description = [{
+    `loss=cross-entropy`: appends `kiln.softmax_cross_entropy` (class on the
+    last axis, mean) of the output named `logits` against a new i64 argument
+    named `labels` (the logits' shape without the last axis), placed after
+    the data inputs. `loss=mse`: `kiln.mse_loss` (mean) against a new argument
+    of the output's type. `loss=output`: the model already computes the loss;
+    `loss-output` names the scalar output. In every case the loss becomes
+    result 0, tagged `kiln.loss` and named `loss`; the other results stay.
+
+    ```mlir
+    func.func @forward(%x: tensor<8x784xf32>, %labels: tensor<8xi64> {onnx.name = "labels"}, ...)
+        -> (tensor<f32> {kiln.loss, onnx.name = "loss"}, tensor<8x10xf32> {onnx.name = "logits"})
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross-entropy\"",
+           "cross-entropy, mse or output">,
+    Option<"logits", "logits", "std::string", "\"\"",
+           "The output the appended loss reads (default: the only output)">,
+    Option<"labels", "labels", "std::string", "\"labels\"",
+           "Name of the labels argument an appended loss adds">,
+    Option<"lossOutput", "loss-output", "std::string", "\"\"",
+           "With loss=output: the scalar output to minimise">,
+  ];
+}
+
+def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of @forward into @train_step";
+  let description = [{
+    Builds `@train_step` from `@forward` (whose result 0 is the loss, see
+    `--kiln-attach-loss`): the forward ops, then the vector-Jacobian product
+    of every op on a path from a trainable parameter to the loss, in reverse
+    order, each from the op's `DifferentiableOpInterface`; gradients of a
+    value used several times are added. Trainable parameters are the
+    floating-point `kiln.param` arguments with a differentiable path to the
+    loss whose `onnx.name` does not match `freeze`. An op on such a path
+    without the interface is an error naming it.
+
+    Results: the loss, one gradient per trainable parameter
+    (`kiln.grad_of = <argument>`), then the new value of every state the
+    forward ops update (`kiln.update = <argument>`, from
+    `StatefulOpInterface`: BatchNorm running statistics). Arguments get
+    `kiln.role`: `weight`, `state` or `frozen`. With
+    `bn-running-var=unbiased` (the default, PyTorch's rule) BatchNorm's running
+    variance takes the unbiased batch variance.
+  }];
+  let options = [
+    Option<"freeze", "freeze", "std::string", "\"\"",
+           "Parameters whose name matches this regex are not trained">,
+    Option<"bnRunningVar", "bn-running-var", "std::string", "\"unbiased\"",
+           "unbiased (PyTorch) or biased (ONNX's reference)">,
+  ];
+}
+
+def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turns @train_step's gradients into optimizer updates";
+  let description = [{
+    Adds the arguments `kiln.lr` (tensor<f32>) and `kiln.step` (tensor<i64>,
+    1-based) and the optimizer state (`<param>/momentum_buffer`,
+    `<param>/exp_avg`, `<param>/exp_avg_sq`: `kiln.param`, `kiln.role =
+    "optimizer"`, `kiln.init = "zeros"`); computes the global L2 norm of the
+    gradients (result 1, `grad_norm`), scales them by
+    `min(1, clip-norm / (norm + 1e-6))` when `clip-norm` > 0 (as
+    torch.nn.utils.clip_grad_norm_), and replaces each gradient result by
+    the update op's new parameter (and state) values, tagged `kiln.update`.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "sgd, momentum, adam or adamw">,
+    Option<"momentum", "momentum", "double", "0.9", "momentum factor">,
+    Option<"nesterov", "nesterov", "bool", "false", "Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", "-1.0",
+           "weight decay (default 0, adamw 0.01 as torch)">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"clipNorm", "clip-norm", "double", "0.0",
+           "global gradient-norm clipping (0: off)">,
+  ];
+}
+
+def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
+  let summary = "Rewrites @forward's training-mode ops for evaluation";
+  let description = [{
+    Dropout becomes the identity (its mask all true) and
+    `kiln.batch_norm_train` becomes `kiln.batch_norm` with the running
+    statistics (which are returned unchanged).
+  }];
+}
+
+#endif // KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,208 @@
+//===- AttachOptimizer.cpp - --kiln-attach-optimizer ------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Replaces @train_step's gradient results by optimizer updates: the global
+// gradient norm (and clipping), the optimizer state as new parameters, and
+// one update op per trained parameter (docs/Training.md).
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNATTACHOPTIMIZERPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+Value scalar(OpBuilder &b, Location loc, Type elt, double x) {
+  auto t = RankedTensorType::get({}, elt);
+  return kiln::ConstantOp::create(b, loc,
+                                  DenseElementsAttr::get(t, b.getFloatAttr(elt, x)));
+}
+
+struct AttachOptimizerPass
+    : public kiln::impl::KilnAttachOptimizerPassBase<AttachOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    auto f = m.lookupSymbol<func::FuncOp>("train_step");
+    if (!f || f.isExternal()) {
+      m.emitError("--kiln-attach-optimizer: the module has no @train_step; run "
+                  "--kiln-autodiff first");
+      return signalPassFailure();
+    }
+    if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adam" &&
+        optimizer != "adamw") {
+      m.emitError() << "--optimizer: unknown optimizer '" << optimizer
+                    << "' (expected sgd, momentum, adam or adamw)";
+      return signalPassFailure();
+    }
+    if (failed(attach(f)))
+      signalPassFailure();
+  }
+
+  LogicalResult attach(func::FuncOp f);
+};
+
+LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
+  MLIRContext *ctx = f.getContext();
+  Location loc = NameLoc::get(StringAttr::get(ctx, "optimizer"));
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  SmallVector<DictionaryAttr> resAttrs;
+  f.getAllResultAttrs(resAttrs);
+
+  // (param arg, gradient) pairs; other results (loss, state updates) stay.
+  SmallVector<std::pair<unsigned, Value>> grads;
+  SmallVector<std::pair<Value, DictionaryAttr>> kept;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    auto g = resAttrs[i] ? resAttrs[i].getAs<IntegerAttr>("kiln.grad_of") : nullptr;
+    if (g)
+      grads.push_back({(unsigned)g.getInt(), ret.getOperand(i)});
+    else
+      kept.push_back({ret.getOperand(i), resAttrs[i]});
+  }
+  if (grads.empty())
+    return f.emitError("@train_step has no gradients to apply");
+  if (kept.empty() || !kept[0].second || !kept[0].second.get("kiln.loss"))
+    return f.emitError("@train_step's result 0 is not the loss");
+
+  auto name = [&](unsigned i) {
+    auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
+    return n ? n.getValue().str() : "arg" + std::to_string(i);
+  };
+  auto addArg = [&](Type t, StringRef argName, bool state) {
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, argName));
+    if (state) {
+      a.set("kiln.param", UnitAttr::get(ctx));
+      a.set("kiln.role", StringAttr::get(ctx, "optimizer"));
+      a.set("kiln.init", StringAttr::get(ctx, "zeros"));
+    }
+    unsigned at = f.getNumArguments();
+    (void)f.insertArgument(at, t, a.getDictionary(ctx), loc);
+    return f.getArgument(at);
+  };
+
+  // Optimizer state, then the per-step scalars.
+  struct Slot {
+    unsigned param;
+    Value grad;
+    SmallVector<Value, 2> state;
+  };
+  SmallVector<Slot> slots;
+  for (auto [i, g] : grads) {
+    Slot s{i, g, {}};
+    Type t = f.getArgument(i).getType();
+    if (optimizer == "momentum")
+      s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true));
+    if (optimizer == "adam" || optimizer == "adamw") {
+      s.state.push_back(addArg(t, name(i) + "/exp_avg", true));
+      s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true));
+    }
+    slots.push_back(s);
+  }
+  Type f32 = Float32Type::get(ctx);
+  Value lr = addArg(RankedTensorType::get({}, f32), "kiln.lr", false);
+  Value step = addArg(RankedTensorType::get({}, IntegerType::get(ctx, 64)),
+                      "kiln.step", false);
+
+  OpBuilder b(ret);
+  // Global L2 norm of all gradients.
+  Value total;
+  Type normElt = cast<RankedTensorType>(grads[0].second.getType()).getElementType();
+  for (auto &s : slots) {
+    auto t = cast<RankedTensorType>(s.grad.getType());
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      axes.push_back(d);
+    Value sq = kiln::MulOp::create(b, loc, s.grad, s.grad);
+    Value sum = t.getRank() ? kiln::ReduceSumOp::create(b, loc, sq,
+                                                        b.getDenseI64ArrayAttr(axes),
+                                                        b.getBoolAttr(false))
+                                  .getResult()
+                            : sq;
+    if (t.getElementType() != normElt)
+      sum = kiln::CastOp::create(b, loc, RankedTensorType::get({}, normElt), sum);
+    total = total ? kiln::AddOp::create(b, loc, total, sum).getResult() : sum;
+  }
+  Value norm = kiln::SqrtOp::create(b, loc, total);
+  Value normOut = norm;
+  if (normElt != f32)
+    normOut = kiln::CastOp::create(b, loc, RankedTensorType::get({}, f32), norm);
+  if (clipNorm < 0)
+    return f.emitError("--clip-norm must be >= 0");
+  if (clipNorm > 0) {
+    Value coef = kiln::DivOp::create(
+        b, loc, scalar(b, loc, normElt, clipNorm),
+        kiln::AddOp::create(b, loc, norm, scalar(b, loc, normElt, 1e-6)));
+    coef = kiln::MinOp::create(b, loc, coef, scalar(b, loc, normElt, 1.0));
+    for (auto &s : slots) {
+      Type e = cast<RankedTensorType>(s.grad.getType()).getElementType();
+      Value c = e == normElt ? coef
+                             : kiln::CastOp::create(
+                                   b, loc, RankedTensorType::get({}, e), coef)
+                                   .getResult();
+      s.grad = kiln::MulOp::create(b, loc, s.grad, c);
+    }
+  }
+
+  double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  SmallVector<Value> results = {kept[0].first, normOut};
+  SmallVector<DictionaryAttr> attrs = {kept[0].second};
+  {
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, "grad_norm"));
+    attrs.push_back(a.getDictionary(ctx));
+  }
+  auto update = [&](Value v, unsigned arg) {
+    results.push_back(v);
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, name(arg)));
+    a.set("kiln.update", b.getI64IntegerAttr(arg));
+    attrs.push_back(a.getDictionary(ctx));
+  };
+  auto f32Attr = [&](double x) { return b.getF32FloatAttr(x); };
+  for (auto &s : slots) {
+    Value p = f.getArgument(s.param);
+    Location ploc = NameLoc::get(StringAttr::get(ctx, name(s.param) + "/update"));
+    if (optimizer == "sgd") {
+      update(kiln::SgdUpdateOp::create(b, ploc, p.getType(), p, s.grad, lr,
+                                       f32Attr(wd)),
+             s.param);
+    } else if (optimizer == "momentum") {
+      auto u = kiln::MomentumUpdateOp::create(
+          b, ploc, TypeRange{p.getType(), p.getType()}, p, s.grad, s.state[0], lr,
+          f32Attr(momentum), f32Attr(wd), b.getBoolAttr(nesterov));
+      update(u.getNewParam(), s.param);
+      update(u.getNewBuf(), cast<BlockArgument>(s.state[0]).getArgNumber());
+    } else {
+      auto u = kiln::AdamUpdateOp::create(
+          b, ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, s.grad,
+          s.state[0], s.state[1], lr, step, f32Attr(beta1), f32Attr(beta2),
+          f32Attr(eps), f32Attr(wd), b.getBoolAttr(optimizer == "adamw"));
+      update(u.getNewParam(), s.param);
+      update(u.getNewM(), cast<BlockArgument>(s.state[0]).getArgNumber());
+      update(u.getNewV(), cast<BlockArgument>(s.state[1]).getArgNumber());
+    }
+  }
+  for (auto &[v, a] : llvm::drop_begin(kept)) {
+    results.push_back(v);
+    attrs.push_back(a ? a : DictionaryAttr::get(ctx));
+  }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  SmallVector<Type> types;
+  for (Value v : results)
+    types.push_back(v.getType());
+  f.setType(FunctionType::get(ctx, f.getArgumentTypes(), types));
+  f.setAllResultAttrs(attrs);
+  f->setAttr("kiln.optimizer", StringAttr::get(ctx, optimizer));
+  return success();
+}
+
+} // namespace

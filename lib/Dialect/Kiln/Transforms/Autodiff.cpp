@@ -1,0 +1,237 @@
+//===- Autodiff.cpp - --kiln-autodiff ---------------------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Reverse-mode differentiation of @forward into @train_step. The pass knows
+// no op: which values carry gradients follows from the types and the def-use
+// graph, each op's rule is its DifferentiableOpInterface::buildVJP, and the
+// state an op updates comes from its StatefulOpInterface.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNAUTODIFFPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+bool isFloatTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && isa<FloatType>(r.getElementType());
+}
+
+std::string argName(func::FuncOp f, unsigned i) {
+  if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
+    return n.getValue().str();
+  return "arg" + std::to_string(i);
+}
+
+/// "op 'kiln.x' (node 'N')" for messages.
+std::string describe(Operation *op) {
+  std::string s = "'" + op->getName().getStringRef().str() + "'";
+  if (auto n = dyn_cast<NameLoc>(op->getLoc()))
+    s += " (node '" + n.getName().getValue().str() + "')";
+  return s;
+}
+
+struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    auto f = m.lookupSymbol<func::FuncOp>("forward");
+    if (!f || f.isExternal()) {
+      m.emitError("--kiln-autodiff: the module has no @forward function");
+      return signalPassFailure();
+    }
+    if (m.lookupSymbol("train_step")) {
+      m.emitError("--kiln-autodiff: the module already has a @train_step");
+      return signalPassFailure();
+    }
+    if (bnRunningVar != "unbiased" && bnRunningVar != "biased") {
+      m.emitError("--kiln-autodiff: bn-running-var must be unbiased or biased");
+      return signalPassFailure();
+    }
+    if (failed(differentiate(f)))
+      signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp forward);
+};
+
+LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
+  MLIRContext *ctx = forward.getContext();
+  if (forward.getNumResults() < 1 || !forward.getResultAttr(0, "kiln.loss"))
+    return forward.emitError("@forward's result 0 is not a loss; run "
+                             "--kiln-attach-loss first");
+  auto lossType = dyn_cast<RankedTensorType>(forward.getResultTypes()[0]);
+  if (!lossType || lossType.getRank() != 0 || !isFloatTensor(lossType))
+    return forward.emitError("the loss must be a floating-point scalar, got ")
+           << forward.getResultTypes()[0];
+  if (!forward.getBody().hasOneBlock())
+    return forward.emitError("@forward must have one block");
+
+  llvm::Regex freezeRe(freeze);
+  std::string reErr;
+  if (!freeze.empty() && !freezeRe.isValid(reErr))
+    return forward.emitError("--freeze: invalid regular expression '")
+           << freeze << "': " << reErr;
+
+  // Work on a copy named @train_step; @forward stays for evaluation.
+  auto f = cast<func::FuncOp>(forward->clone());
+  f.setName("train_step");
+  ModuleOp(forward->getParentOp()).insert(std::next(Block::iterator(forward)), f);
+  Block &body = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(0);
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+
+  // Values the loss depends on.
+  llvm::DenseSet<Value> useful = {loss};
+  for (Operation *op : llvm::reverse(ops))
+    if (llvm::any_of(op->getResults(), [&](Value r) { return useful.count(r); }))
+      for (Value v : op->getOperands())
+        useful.insert(v);
+
+  // Trainable: float params, not frozen, that reach the loss.
+  SmallVector<unsigned> trainable;
+  llvm::DenseSet<Value> active;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    if (!f.getArgAttr(i, "kiln.param"))
+      continue;
+    BlockArgument a = f.getArgument(i);
+    bool frozen = !isFloatTensor(a.getType()) || !useful.count(a) ||
+                  (!freeze.empty() && freezeRe.match(argName(f, i)));
+    f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, frozen ? "frozen" : "weight"));
+    if (!frozen) {
+      trainable.push_back(i);
+      active.insert(a);
+    }
+  }
+  if (trainable.empty())
+    return forward.emitError("nothing to train: no floating-point parameter "
+                             "reaches the loss")
+           << (freeze.empty() ? "" : " (or --freeze matches them all)");
+
+  // Values that depend on a trainable parameter and carry a gradient.
+  for (Operation *op : ops)
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return active.count(v); }))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r.getType()))
+          active.insert(r);
+
+  OpBuilder b(ret);
+  llvm::DenseMap<Value, Value> grads;
+  auto seedAttr = DenseElementsAttr::get(
+      lossType, b.getFloatAttr(lossType.getElementType(), 1.0));
+  grads[loss] = kiln::ConstantOp::create(b, loss.getLoc(), seedAttr);
+
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> rg;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = active.count(r) && useful.count(r) ? grads.lookup(r) : Value();
+      rg.push_back(g);
+      any |= bool(g);
+    }
+    if (!any)
+      continue;
+    auto d = dyn_cast<kiln::DifferentiableOpInterface>(op);
+    if (!d)
+      return op->emitOpError("is on the path from a trainable parameter to the "
+                             "loss but has no gradient rule (op ")
+             << describe(op) << ")";
+    SmallVector<Value> og;
+    b.setInsertionPoint(ret);
+    if (failed(d.buildVJP(b, rg, og)))
+      return failure();
+    if (og.size() != op->getNumOperands())
+      return op->emitOpError("gradient rule returned ")
+             << og.size() << " gradients for " << op->getNumOperands()
+             << " operands";
+    for (auto [v, g] : llvm::zip(op->getOperands(), og)) {
+      if (!g || !active.count(v))
+        continue;
+      if (g.getType() != v.getType())
+        return op->emitOpError("gradient rule produced ")
+               << g.getType() << " for an operand of type " << v.getType();
+      Value &acc = grads[v];
+      acc = acc ? kiln::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
+    }
+  }
+
+  // Results: loss, gradients, state updates.
+  SmallVector<Value> results = {loss};
+  SmallVector<DictionaryAttr> attrs;
+  {
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, "loss"));
+    a.set("kiln.loss", UnitAttr::get(ctx));
+    attrs.push_back(a.getDictionary(ctx));
+  }
+  // A parameter that reaches the loss only through operands without a
+  // gradient (BatchNorm's running statistics) is not trained.
+  llvm::erase_if(trainable, [&](unsigned i) {
+    if (grads.lookup(f.getArgument(i)))
+      return false;
+    f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, "frozen"));
+    return true;
+  });
+  if (trainable.empty())
+    return forward.emitError("nothing to train: no gradient reaches a parameter");
+  for (unsigned i : trainable) {
+    Value g = grads.lookup(f.getArgument(i));
+    results.push_back(g);
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, argName(f, i) + "/grad"));
+    a.set("kiln.grad_of", b.getI64IntegerAttr(i));
+    attrs.push_back(a.getDictionary(ctx));
+  }
+  llvm::DenseSet<unsigned> updated;
+  for (Operation *op : ops) {
+    auto s = dyn_cast<kiln::StatefulOpInterface>(op);
+    if (!s)
+      continue;
+    if (auto bn = dyn_cast<kiln::BatchNormTrainOp>(op))
+      bn.setUnbiasedRunningVar(bnRunningVar == "unbiased");
+    SmallVector<std::pair<unsigned, unsigned>> ups;
+    s.getStateUpdates(ups);
+    for (auto [o, r] : ups) {
+      auto arg = dyn_cast<BlockArgument>(op->getOperand(o));
+      if (!arg || !f.getArgAttr(arg.getArgNumber(), "kiln.param"))
+        continue; // state computed in the graph: nothing persists
+      unsigned i = arg.getArgNumber();
+      if (!updated.insert(i).second)
+        return op->emitOpError("updates parameter '")
+               << argName(f, i) << "', which another op updates too";
+      if (llvm::is_contained(trainable, i))
+        return op->emitOpError("updates parameter '")
+               << argName(f, i) << "', which is also trained";
+      f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, "state"));
+      results.push_back(op->getResult(r));
+      NamedAttrList a;
+      a.set("onnx.name", StringAttr::get(ctx, argName(f, i)));
+      a.set("kiln.update", b.getI64IntegerAttr(i));
+      attrs.push_back(a.getDictionary(ctx));
+    }
+  }
+  b.setInsertionPoint(ret);
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  SmallVector<Type> types;
+  for (Value v : results)
+    types.push_back(v.getType());
+  f.setType(FunctionType::get(ctx, f.getArgumentTypes(), types));
+  f.setAllResultAttrs(attrs);
+  return success();
+}
+
+} // namespace
