@@ -22,6 +22,7 @@ void registerNormKernels(KernelRegistry &r);        // Norm.cpp
 void registerSoftmaxKernels(KernelRegistry &r);     // Softmax.cpp
 void registerRandomKernels(KernelRegistry &r);      // Random.cpp
 void registerLossKernels(KernelRegistry &r);        // Loss.cpp
+void registerBackwardKernels(KernelRegistry &r);    // Backward.cpp
 
 } // namespace kiln::rt::cpu
 

@@ -100,8 +100,8 @@ private:
 template <typename S> class BatchNormTrainKernel final : public Kernel {
 public:
   BatchNormTrainKernel(const KernelSpec &spec, NcsShape g, double eps,
-                       double momentum)
-      : g_(g), eps_(eps), momentum_(momentum), mean_(g.c), m2_(g.c), a_(g.c),
+                       double momentum, bool unbiased)
+      : g_(g), eps_(eps), momentum_(momentum), unbiased_(unbiased), mean_(g.c), m2_(g.c), a_(g.c),
         b_(g.c) {
     for (int i = 0; i < 4; ++i)
       pt_[i] = spec.inputs[i + 1]->dtype;
@@ -119,10 +119,12 @@ public:
       a_[c] = (Acc<S>)a;
       b_[c] = (Acc<S>)(loadAny(pt_[1], in[2], c) - mean * a);
       // ONNX's reference (and its node test data) updates the running
-      // variance with the biased batch variance, so do we.
+      // variance with the biased batch variance; PyTorch with the unbiased
+      // one (unbiased_running_var).
+      double rvar = unbiased_ && count > 1 ? m2_[c] / (count - 1) : var;
       double rm = loadAny(pt_[2], in[3], c), rv = loadAny(pt_[3], in[4], c);
       storeAny(ot_[0], out[1], c, rm * momentum_ + mean * (1 - momentum_));
-      storeAny(ot_[1], out[2], c, rv * momentum_ + var * (1 - momentum_));
+      storeAny(ot_[1], out[2], c, rv * momentum_ + rvar * (1 - momentum_));
     }
     applyAffine(g_, x, static_cast<S *>(out[0]), a_.data(), b_.data());
   }
@@ -181,6 +183,7 @@ private:
 
   NcsShape g_;
   double eps_, momentum_;
+  bool unbiased_;
   DType pt_[4], ot_[2];
   std::vector<double> mean_, m2_;
   std::vector<Acc<S>> a_, b_;
@@ -214,7 +217,8 @@ std::unique_ptr<Kernel> makeBatchNormTrain(const KernelSpec &spec) {
                        [&](auto tag) -> std::unique_ptr<Kernel> {
                          using S = decltype(tag);
                          return std::make_unique<BatchNormTrainKernel<S>>(
-                             spec, g, eps, momentum);
+                             spec, g, eps, momentum,
+                             spec.attrs.getBool("unbiased_running_var", false));
                        });
 }
 

@@ -16,6 +16,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerSoftmaxKernels(r);
   cpu::registerRandomKernels(r);
   cpu::registerLossKernels(r);
+  cpu::registerBackwardKernels(r);
 }
 
 const KernelRegistry &KernelRegistry::cpu() {

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+# Training parity against PyTorch: Kiln's training executable and
+# torch.optim, same model, same initial weights, same batches.
+#
+# Usage: /usr/bin/python3 test/Training/parity.py --bin build/bin --work DIR
+#            [--models mlp,cnn,gpt] [--optimizers sgd,momentum,adam,adamw]
+#            [--steps 5]
+#
+# For each model and optimizer: export the PyTorch model (training mode,
+# opset 17), compile it with kiln-compile, train --steps steps with the
+# executable (--no-shuffle, --metrics, --export-onnx), train the same module
+# with torch.optim on the same batches, and compare
+#   * the loss of every step: relative difference <= 1e-4,
+#   * every trained initializer in the exported model against the module's
+#     final parameter: max |kiln - torch| / max(|torch|) <= 1e-3 per tensor,
+#   * BatchNorm running statistics likewise (PyTorch's unbiased variance).
+# Prints one line per case and exits 1 if any fails.
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "Models"))
+import export_models as em  # noqa: E402
+
+LR = {"sgd": 0.1, "momentum": 0.05, "adam": 1e-3, "adamw": 1e-3}
+
+
+def build(name):
+    torch.manual_seed(0)
+    if name == "mlp":
+        return em.MLP(), (784,), 10, "f"
+    if name == "cnn":
+        return em.CNN(), (1, 28, 28), 10, "f"
+    if name == "gpt":
+        # Dropout off: PyTorch's and Kiln's random streams differ by design.
+        return em.GPT(dropout=0.0), (16,), 64, "i"
+    raise SystemExit("unknown model " + name)
+
+
+def make_data(shape, classes, kind, n, seed):
+    g = np.random.default_rng(seed)
+    if kind == "f":
+        x = g.standard_normal((n,) + shape).astype(np.float32)
+        y = g.integers(0, classes, size=(n,)).astype(np.int64)
+    else:
+        x = g.integers(0, classes, size=(n,) + shape).astype(np.int64)
+        y = g.integers(0, classes, size=(n,) + shape).astype(np.int64)
+    return x, y
+
+
+def torch_optimizer(name, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=LR[name])
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=LR[name], momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=LR[name])
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=LR[name], weight_decay=0.01)
+    raise SystemExit("unknown optimizer " + name)
+
+
+def run_case(args, model_name, opt, batch):
+    work = os.path.join(args.work, "%s_%s" % (model_name, opt))
+    os.makedirs(work, exist_ok=True)
+    model, shape, classes, kind = build(model_name)
+    model.train()
+    n = batch * args.steps
+    x, y = make_data(shape, classes, kind, n, seed=1)
+    np.save(os.path.join(work, "x.npy"), x)
+    np.save(os.path.join(work, "y.npy"), y)
+    in_name = "idx" if kind == "i" else "x"
+    onnx_path = os.path.join(work, "model.onnx")
+    example = torch.from_numpy(x[:batch])
+    with torch.no_grad():
+        torch.onnx.export(model, (example,), onnx_path, opset_version=17,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=[in_name],
+                          output_names=["logits"])
+    exe = os.path.join(work, "model.train")
+    cmd = [os.path.join(args.bin, "kiln-compile"), onnx_path, "-o", exe,
+           "--batch-size", str(batch), "--loss", "cross-entropy",
+           "--optimizer", opt, "--lr", repr(LR[opt])]
+    if opt == "momentum":
+        cmd += ["--momentum", "0.9"]
+    if opt == "adamw":
+        cmd += ["--weight-decay", "0.01"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return False, "kiln-compile failed: " + r.stderr.strip()
+    metrics = os.path.join(work, "metrics.jsonl")
+    out_onnx = os.path.join(work, "trained.onnx")
+    r = subprocess.run([exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
+                        "--data", "labels=" + os.path.join(work, "y.npy"),
+                        "--steps", str(args.steps), "--no-shuffle",
+                        "--metrics", metrics, "--export-onnx", out_onnx,
+                        "--log-every", "1000"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return False, "training executable failed: " + r.stderr.strip()
+    kiln_losses = [json.loads(l)["loss"] for l in open(metrics) if l.strip()]
+
+    optimizer = torch_optimizer(opt, model.parameters())
+    torch_losses = []
+    for s in range(args.steps):
+        xb = torch.from_numpy(x[s * batch:(s + 1) * batch])
+        yb = torch.from_numpy(y[s * batch:(s + 1) * batch])
+        logits = model(xb)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
+        torch_losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    if len(kiln_losses) != args.steps:
+        return False, "kiln logged %d steps, expected %d" % (len(kiln_losses), args.steps)
+    loss_err = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(kiln_losses, torch_losses))
+    trained = {t.name: onnx.numpy_helper.to_array(t)
+               for t in onnx.load(out_onnx).graph.initializer}
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    weight_err, compared = 0.0, 0
+    worst = ""
+    for k, v in state.items():
+        if k not in trained or v.dtype.kind != "f":
+            continue
+        d = float(np.max(np.abs(trained[k] - v))) / max(float(np.max(np.abs(v))), 1e-12)
+        compared += 1
+        if d > weight_err:
+            weight_err, worst = d, k
+    ok = loss_err <= 1e-4 and weight_err <= 1e-3 and compared > 0
+    detail = ("losses %s vs torch %s: max rel %.2e; %d tensors, max rel %.2e (%s)"
+              % (" ".join("%.5f" % l for l in kiln_losses[:3]) + " ...",
+                 " ".join("%.5f" % l for l in torch_losses[:3]) + " ...",
+                 loss_err, compared, weight_err, worst))
+    return ok, detail
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--models", default="mlp,cnn,gpt")
+    p.add_argument("--optimizers", default="sgd,momentum,adam,adamw")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--batch", type=int, default=8)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    failed = 0
+    for m in args.models.split(","):
+        for o in args.optimizers.split(","):
+            ok, detail = run_case(args, m, o, args.batch)
+            print("%s %s/%s: %s" % ("PASS" if ok else "FAIL", m, o, detail))
+            failed += not ok
+    print("%d failed" % failed)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
