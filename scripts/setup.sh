@@ -14,6 +14,8 @@ PKGS=(
   libdnnl-dev libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
   # the reference oracle and test-model exporters (Debian's /usr/bin/python3)
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  # the bundled examples' data (examples/digits: sklearn's load_digits)
+  python3-sklearn
 )
 
 missing=()

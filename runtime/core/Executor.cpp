@@ -101,6 +101,7 @@ public:
   void run(const std::vector<const HostTensor *> &inputs,
            std::vector<HostTensor> &outputs);
   std::string checkInputs(const std::vector<const HostTensor *> &inputs) const;
+  std::string findNonFinite(const std::vector<const HostTensor *> &inputs);
 
 private:
   const void *inputPtr(const std::vector<const HostTensor *> &inputs,
@@ -280,6 +281,89 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
   outputs = std::move(result);
 }
 
+namespace {
+
+/// True when `bytes` of `dtype` hold a NaN or an infinity (floats only).
+bool hasNonFinite(DType dtype, const void *data, size_t bytes) {
+  switch (dtype) {
+  case DType::F32: {
+    const uint32_t *p = static_cast<const uint32_t *>(data);
+    for (size_t i = 0, n = bytes / 4; i < n; ++i)
+      if ((p[i] & 0x7f800000u) == 0x7f800000u)
+        return true;
+    return false;
+  }
+  case DType::F64: {
+    const uint64_t *p = static_cast<const uint64_t *>(data);
+    for (size_t i = 0, n = bytes / 8; i < n; ++i)
+      if ((p[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull)
+        return true;
+    return false;
+  }
+  case DType::F16:
+  case DType::BF16: {
+    uint16_t mask = dtype == DType::F16 ? 0x7c00 : 0x7f80;
+    const uint16_t *p = static_cast<const uint16_t *>(data);
+    for (size_t i = 0, n = bytes / 2; i < n; ++i)
+      if ((p[i] & mask) == mask)
+        return true;
+    return false;
+  }
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+std::string
+ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
+  std::string bad = checkInputs(inputs);
+  if (!bad.empty())
+    throw Error(bad);
+  // The steps write into the parameters (optimizer updates): keep their
+  // values and put them back however the run ends.
+  std::vector<HostTensor> saved;
+  saved.reserve(params.size());
+  for (const HostTensor &p : params) {
+    HostTensor t(p.desc());
+    if (p.bytes())
+      std::memcpy(t.data(), p.data(), p.bytes());
+    saved.push_back(std::move(t));
+  }
+  struct Restore {
+    std::vector<HostTensor> &from, &to;
+    ~Restore() {
+      for (size_t k = 0; k < to.size(); ++k)
+        if (to[k].bytes())
+          std::memcpy(to[k].data(), from[k].data(), to[k].bytes());
+    }
+  } restore{saved, params};
+
+  for (Step &st : steps)
+    for (auto [pos, k] : st.inputSlots)
+      st.in[pos] = inputs[k]->data();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    try {
+      steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+    } catch (const Error &e) {
+      throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+    } catch (const std::bad_alloc &) {
+      throw Error(detail::stepLabel(s, plan.steps[s]) + ": out of memory");
+    } catch (const std::exception &e) {
+      throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+    }
+    const PlanStep &ps = plan.steps[s];
+    for (size_t k = 0; k < ps.outputs.size(); ++k) {
+      const PlanValue &v = plan.values[ps.outputs[k]];
+      if (isFloat(v.desc.dtype) && steps[s].out[k] &&
+          hasNonFinite(v.desc.dtype, steps[s].out[k], v.bytes))
+        return detail::stepLabel(s, ps);
+    }
+  }
+  return "";
+}
+
 //===----------------------------------------------------------------------===//
 // Program
 //===----------------------------------------------------------------------===//
@@ -455,6 +539,35 @@ bool Program::setParam(const std::string &name, const HostTensor &value,
   } catch (...) {
     err = "out of memory setting parameter '" + name + "'";
   }
+  return false;
+}
+
+std::string Program::paramRole(const std::string &name) const {
+  auto it = impl_->paramByName.find(name);
+  if (it == impl_->paramByName.end())
+    return "";
+  const std::string &role =
+      impl_->plan.values[impl_->paramValue[it->second]].role;
+  return role.empty() ? "weight" : role;
+}
+
+bool Program::findNonFinite(const std::vector<const HostTensor *> &inputs,
+                            std::string &where, std::string &err) noexcept {
+  where.clear();
+  try {
+    where = impl_->findNonFinite(inputs);
+    err.clear();
+    return true;
+  } catch (const Error &e) {
+    err = oneLine(e.what());
+  } catch (const std::bad_alloc &) {
+    err = "out of memory looking for non-finite values";
+  } catch (const std::exception &e) {
+    err = oneLine(e.what());
+  } catch (...) {
+    err = "unknown error looking for non-finite values";
+  }
+  where.clear();
   return false;
 }
 

@@ -138,6 +138,16 @@ void parseValue(const json &v, size_t i, const ParsedPlan &plan,
     out.kind = kind == "param" ? ValueKind::Param : ValueKind::Constant;
     if (out.kind == ValueKind::Param && out.name.empty())
       fail(where + "a parameter needs a 'name'");
+    if (out.kind == ValueKind::Param)
+      if (const json *r = field(v, "role")) {
+        if (!r->is_string())
+          fail(where + "'role' must be a string");
+        out.role = r->get<std::string>();
+        if (out.role != "weight" && out.role != "state" &&
+            out.role != "frozen" && out.role != "optimizer")
+          fail(where + "unknown role '" + out.role +
+               "' (weight, state, frozen or optimizer)");
+      }
     uint64_t off = needU64(v, "data_offset", where);
     uint64_t n = needU64(v, "data_bytes", where);
     if (n != bytes)

@@ -24,6 +24,7 @@ struct PlanValue {
   ValueKind kind = ValueKind::Arena;
   size_t bytes = 0;
   std::string name;     // input, param (may be empty for others)
+  std::string role;     // param: weight|state|frozen|optimizer ("" = weight)
   int64_t index = -1;   // input: the caller's input position
   uint64_t dataOffset = 0; // param, constant: into the blob
   uint64_t offset = 0;  // arena: into the arena

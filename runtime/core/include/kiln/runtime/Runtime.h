@@ -78,6 +78,19 @@ public:
   bool setParam(const std::string &name, const HostTensor &value,
                 std::string &err) noexcept;
 
+  /// The parameter's role in a training plan: "weight" (trainable, also
+  /// when the plan gives none), "state", "frozen" or "optimizer"; "" for an
+  /// unknown name.
+  std::string paramRole(const std::string &name) const;
+
+  /// Runs the steps once like run, on a copy of the parameters' state (the
+  /// parameters are unchanged afterwards), checking the floating outputs
+  /// (f32, f64, f16, bf16) of every step for NaN and infinity. `where` is
+  /// the first offender, "step N ('kernel' at LOC)", or "" when there is
+  /// none. False (with `err`) when the inputs are wrong or a step fails.
+  bool findNonFinite(const std::vector<const HostTensor *> &inputs,
+                     std::string &where, std::string &err) noexcept;
+
   /// The run context kernels see (ExecContext): the random seed (dropout)
   /// and the training step. Both default to 0; they are not changed by run.
   void setSeed(uint64_t seed);

@@ -1,0 +1,63 @@
+//===- Checkpoint.h - saving and resuming training state --------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// DIR/step-<8-digit step>/ holds tensors.safetensors (every param: weights,
+// state, optimizer state) and manifest.json (docs/Training.md,
+// "Checkpoints"). A checkpoint is written to DIR/.tmp-step-<step>-<pid>/,
+// each file and the directory fsynced, then renamed into place (exchanged
+// with an existing one of the same step) and DIR fsynced, so a crash never
+// leaves a directory --resume would load half-written. The newest K are
+// kept. Resuming takes the newest checkpoint whose manifest parses and whose
+// files have the recorded sizes and checksums, reporting and skipping
+// damaged ones; one written for another model or batch size is an error.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TRAIN_CHECKPOINT_H
+#define KILN_TRAIN_CHECKPOINT_H
+
+#include "Config.h"
+
+#include "kiln/runtime/Runtime.h"
+
+#include <functional>
+
+namespace kiln::train {
+
+/// Where a run is: `step` steps done (the next to run), at `position`
+/// within epoch `epoch`.
+struct TrainPosition {
+  int64_t step = 0, epoch = 0, position = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+};
+
+class CheckpointStore {
+public:
+  /// `keep`: how many of the newest checkpoints to keep (at least 1).
+  CheckpointStore(std::string dir, int64_t keep, std::string modelSha256);
+
+  /// Creates DIR and checks that it is writable; throws UserError.
+  void prepare() const;
+  /// Writes the checkpoint of `pos` and prunes old ones; returns its path.
+  /// Throws UserError (nothing is left under a step-* name on failure).
+  std::string save(const rt::Program &program, const Config &config,
+                   const TrainPosition &pos) const;
+  /// Restores the newest usable checkpoint into `program`. False when DIR
+  /// holds no checkpoint at all; throws UserError when none is usable or one
+  /// belongs to another model. `note` receives one line per skipped one.
+  bool resume(rt::Program &program, const Config &config, TrainPosition &pos,
+              std::string &loadedPath,
+              const std::function<void(const std::string &)> &note) const;
+
+  const std::string &dir() const { return dir_; }
+  /// "DIR/step-00000100"
+  std::string pathFor(int64_t step) const;
+
+private:
+  std::string dir_;
+  int64_t keep_;
+  std::string modelSha_;
+};
+
+} // namespace kiln::train
+
+#endif // KILN_TRAIN_CHECKPOINT_H

@@ -1,0 +1,60 @@
+//===- Config.h - the training config in the payload ------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// The JSON kiln-compile writes next to the plan (docs/Training.md, "The
+// executable"): batch size, loss, the data inputs with their per-sample
+// shapes, the optimizer and the learning-rate schedule.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TRAIN_CONFIG_H
+#define KILN_TRAIN_CONFIG_H
+
+#include "kiln/runtime/DType.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::train {
+
+/// One plan input the loader feeds: the plan input's shape is
+/// [batch_size] + sampleShape.
+struct DataSpec {
+  std::string name;
+  rt::DType dtype = rt::DType::F32;
+  std::vector<int64_t> sampleShape;
+};
+
+struct Schedule {
+  std::string kind = "constant"; // constant | linear-warmup | cosine
+  int64_t warmupSteps = 0;
+  int64_t totalSteps = 0; // 0: the run's total
+  double minLr = 0;
+};
+
+struct Config {
+  std::string model;        // the ONNX file's name (informative)
+  std::string modelSha256;  // identity of the model, for checkpoints
+  int64_t batchSize = 0;
+  std::string loss;         // cross-entropy | mse | output
+  std::string logits, labels;
+  std::optional<int64_t> numClasses, ignoreIndex;
+  std::vector<DataSpec> data;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  Schedule schedule;
+  std::string lrInput = "kiln.lr", stepInput = "kiln.step";
+
+  /// The spec of data input `name`; null when there is none.
+  const DataSpec *findData(const std::string &name) const;
+  /// The learning rate of step `step` (0-based) of a run of `runSteps`.
+  double learningRate(int64_t step, int64_t runSteps) const;
+};
+
+/// Parses and checks the config; throws UserError ("payload config: ...").
+Config parseConfig(std::string_view text);
+
+} // namespace kiln::train
+
+#endif // KILN_TRAIN_CONFIG_H

@@ -1,0 +1,31 @@
+//===- ExportOnnx.h - the trained model as ONNX -----------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// --export-onnx writes the model embedded in the payload with every
+// initializer named like a param of the plan (trained weights, updated state
+// such as BatchNorm running statistics) replaced by the param's current
+// value: raw_data, the other data fields cleared, data type and dims kept.
+// Models that keep tensors in external data files are refused.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TRAIN_EXPORTONNX_H
+#define KILN_TRAIN_EXPORTONNX_H
+
+#include "kiln/runtime/Runtime.h"
+
+#include <string>
+#include <string_view>
+
+namespace kiln::train {
+
+/// Checks up front that the model parses and has no external data; throws
+/// UserError ("--export-onnx FILE: ...").
+void checkExportable(std::string_view model, const std::string &outPath);
+
+/// Writes the updated model atomically; returns the number of initializers
+/// replaced. Throws UserError.
+size_t exportOnnx(std::string_view model, const rt::Program &program,
+                  const std::string &outPath);
+
+} // namespace kiln::train
+
+#endif // KILN_TRAIN_EXPORTONNX_H

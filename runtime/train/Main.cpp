@@ -1,0 +1,515 @@
+//===- Main.cpp - kiln-train: the training executable -----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// kiln-compile appends a @train_step plan, a config, the ONNX model and an
+// eval plan to a copy of this binary (Payload.h). Run, it trains:
+//
+//   OUT --data NAME=FILE.npy [--data ...] (--steps N | --epochs N)
+//       [--no-shuffle] [--seed S] [--log-every N] [--metrics FILE.jsonl]
+//       [--export-onnx FILE.onnx] [--checkpoint-dir DIR] [--checkpoint-every N]
+//       [--keep-checkpoints K] [--resume] [--eval-data NAME=FILE.npy ...]
+//       [--eval-every N] [--threads N] [--debug-nan]
+//
+// Step s (from 0) feeds the plan the batch of samples [p·B, (p+1)·B) of its
+// epoch's order (Data.h), the learning rate of the schedule as `kiln.lr` and
+// s+1 as `kiln.step`, with the program's ExecContext at (seed, s); the loss
+// reported for step s is that run's `loss` output (the forward pass before
+// the update). Any user error is one line on stderr and exit status 1.
+//===----------------------------------------------------------------------===//
+#include "Checkpoint.h"
+#include "Config.h"
+#include "Data.h"
+#include "Eval.h"
+#include "ExportOnnx.h"
+#include "Log.h"
+#include "Payload.h"
+#include "Sha256.h"
+#include "Util.h"
+
+#include "kiln/runtime/Runtime.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+using namespace kiln;
+using namespace kiln::train;
+
+namespace {
+
+const char *kUsage =
+    "usage: %s --data NAME=FILE.npy [--data ...] (--steps N | --epochs N) [options]\n"
+    "\n"
+    "Trains the model compiled into this executable (kiln-compile).\n"
+    "\n"
+    "  --data NAME=FILE.npy     bind a model input (or the labels) to a NumPy array\n"
+    "                           whose first axis indexes samples (repeatable)\n"
+    "  --steps N                run until N steps are done\n"
+    "  --epochs N               run N epochs (floor(samples / batch) steps each)\n"
+    "  --no-shuffle             use the file order (default: shuffle every epoch)\n"
+    "  --seed S                 data order and dropout seed (default 0)\n"
+    "  --log-every N            a log line every N steps (default 10; 0: none)\n"
+    "  --metrics FILE.jsonl     one JSON object per step\n"
+    "  --export-onnx FILE.onnx  write the model with its trained initializers\n"
+    "  --checkpoint-dir DIR     save checkpoints under DIR (at the end, and\n"
+    "  --checkpoint-every N     every N steps)\n"
+    "  --keep-checkpoints K     keep the newest K (default 3)\n"
+    "  --resume                 continue from the newest good checkpoint in DIR\n"
+    "  --eval-data NAME=FILE    held-out data for the eval plan (repeatable);\n"
+    "                           evaluated at the end\n"
+    "  --eval-every N           ... and every N steps\n"
+    "  --threads N              worker threads (default: OpenMP's)\n"
+    "  --debug-nan              keep the parameters before each step so that a\n"
+    "                           non-finite loss is traced on the exact step\n"
+    "  --help                   this text\n";
+
+struct Options {
+  std::vector<std::pair<std::string, std::string>> data, evalData;
+  std::optional<int64_t> steps, epochs;
+  bool shuffle = true, noShuffleGiven = false;
+  uint64_t seed = 0;
+  bool seedGiven = false;
+  int64_t logEvery = 10;
+  std::string metrics, exportOnnx, checkpointDir;
+  int64_t checkpointEvery = 0, keepCheckpoints = 3, evalEvery = 0;
+  bool resume = false, debugNan = false;
+  int64_t threads = 0;
+};
+
+int64_t parseCount(const std::string &flag, const std::string &v,
+                   int64_t min) {
+  errno = 0;
+  char *end = nullptr;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || n < min || v[0] == '+' || v[0] == ' ')
+    fail(flag + " needs " + (min > 0 ? "a positive" : "a non-negative") +
+         " integer, got '" + v + "'");
+  return n;
+}
+
+uint64_t parseSeed(const std::string &v) {
+  errno = 0;
+  char *end = nullptr;
+  if (v.empty() || v[0] == '-' || v[0] == '+' || v[0] == ' ')
+    fail("--seed needs a non-negative integer, got '" + v + "'");
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (*end || errno)
+    fail("--seed needs a non-negative integer, got '" + v + "'");
+  return n;
+}
+
+std::pair<std::string, std::string> parseBinding(const std::string &flag,
+                                                 const std::string &v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+    fail(flag + " needs NAME=FILE.npy, got '" + v + "'");
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+/// Returns false for --help.
+bool parseArgs(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], flag = a, value;
+    bool inlineValue = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      flag = a.substr(0, a.find('='));
+      value = a.substr(a.find('=') + 1);
+      inlineValue = true;
+    }
+    auto get = [&]() -> std::string {
+      if (inlineValue)
+        return value;
+      if (i + 1 >= argc)
+        fail(flag + " needs a value");
+      return argv[++i];
+    };
+    auto noValue = [&] {
+      if (inlineValue)
+        fail(flag + " takes no value");
+    };
+    if (flag == "--help" || flag == "-h") {
+      return false;
+    } else if (flag == "--data") {
+      o.data.push_back(parseBinding(flag, get()));
+    } else if (flag == "--eval-data") {
+      o.evalData.push_back(parseBinding(flag, get()));
+    } else if (flag == "--steps") {
+      o.steps = parseCount(flag, get(), 1);
+    } else if (flag == "--epochs") {
+      o.epochs = parseCount(flag, get(), 1);
+    } else if (flag == "--no-shuffle") {
+      noValue();
+      o.shuffle = false;
+      o.noShuffleGiven = true;
+    } else if (flag == "--seed") {
+      o.seed = parseSeed(get());
+      o.seedGiven = true;
+    } else if (flag == "--log-every") {
+      o.logEvery = parseCount(flag, get(), 0);
+    } else if (flag == "--metrics") {
+      o.metrics = get();
+    } else if (flag == "--export-onnx") {
+      o.exportOnnx = get();
+    } else if (flag == "--checkpoint-dir") {
+      o.checkpointDir = get();
+    } else if (flag == "--checkpoint-every") {
+      o.checkpointEvery = parseCount(flag, get(), 1);
+    } else if (flag == "--keep-checkpoints") {
+      o.keepCheckpoints = parseCount(flag, get(), 1);
+    } else if (flag == "--resume") {
+      noValue();
+      o.resume = true;
+    } else if (flag == "--eval-every") {
+      o.evalEvery = parseCount(flag, get(), 1);
+    } else if (flag == "--threads") {
+      o.threads = parseCount(flag, get(), 1);
+    } else if (flag == "--debug-nan") {
+      noValue();
+      o.debugNan = true;
+    } else if (a.rfind("-", 0) == 0) {
+      fail("unknown flag '" + flag + "' (see --help)");
+    } else {
+      fail("unexpected argument '" + a + "' (inputs are given as --data NAME=FILE.npy)");
+    }
+  }
+  if (o.steps && o.epochs)
+    fail("give --steps or --epochs, not both");
+  if (!o.steps && !o.epochs)
+    fail("give --steps N or --epochs N");
+  if (o.checkpointEvery && o.checkpointDir.empty())
+    fail("--checkpoint-every needs --checkpoint-dir");
+  if (o.resume && o.checkpointDir.empty())
+    fail("--resume needs --checkpoint-dir");
+  if (o.evalEvery && o.evalData.empty())
+    fail("--eval-every needs --eval-data");
+  if (o.data.empty())
+    fail("give the training data with --data NAME=FILE.npy");
+  return true;
+}
+
+volatile std::sig_atomic_t gStopSignal = 0;
+
+void onSignal(int sig) {
+  gStopSignal = sig;
+  std::signal(sig, SIG_DFL); // a second one ends the process
+}
+
+bool anyNonFinite(const rt::Program &p) {
+  std::string err;
+  for (const std::string &n : p.paramNames()) {
+    rt::HostTensor t;
+    if (!p.getParam(n, t, err) || !rt::isFloat(t.dtype()))
+      continue;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v;
+      switch (t.dtype()) {
+      case rt::DType::F32: v = t.as<float>()[i]; break;
+      case rt::DType::F64: v = t.as<double>()[i]; break;
+      case rt::DType::F16: v = rt::halfToFloat(t.as<uint16_t>()[i]); break;
+      default: v = rt::bf16ToFloat(t.as<uint16_t>()[i]); break;
+      }
+      if (!std::isfinite(v))
+        return true;
+    }
+  }
+  return false;
+}
+
+std::string fmt(const char *f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string evalLine(const EvalResult &r) {
+  std::string s = "loss " + fmt("%.6f", r.loss);
+  if (r.accuracy)
+    s += "  accuracy " + fmt("%.4f", *r.accuracy);
+  return s;
+}
+
+int runTraining(int argc, char **argv) {
+  Options opt;
+  std::string prog = argc > 0 ? argv[0] : "kiln-train";
+  if (!parseArgs(argc, argv, opt)) {
+    std::printf(kUsage, prog.c_str());
+    return 0;
+  }
+  if (opt.threads)
+    omp_set_num_threads((int)opt.threads);
+
+  Payload payload;
+  std::string err;
+  if (!loadPayload(payload, err))
+    fail(err);
+  Config config = parseConfig(payload.config);
+  if (config.modelSha256.empty() && !payload.model.empty())
+    config.modelSha256 = sha256Hex(payload.model.data(), payload.model.size());
+
+  std::unique_ptr<rt::Program> program =
+      rt::Program::load(payload.plan.data(), payload.plan.size(), err);
+  if (!program)
+    fail("payload plan: " + err);
+
+  // The plan's inputs: lr, step and the config's data entries.
+  const auto &inNames = program->inputNames();
+  const auto &inDescs = program->inputDescs();
+  rt::HostTensor lrT(rt::TensorDesc{rt::DType::F32, {}});
+  rt::HostTensor stepT(rt::TensorDesc{rt::DType::I64, {}});
+  std::vector<int> inputSource; // data index, -1 lr, -2 step
+  for (size_t k = 0; k < inNames.size(); ++k) {
+    if (inNames[k] == config.lrInput) {
+      if (inDescs[k] != lrT.desc())
+        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
+             ", the learning rate is f32[]");
+      inputSource.push_back(-1);
+      continue;
+    }
+    if (inNames[k] == config.stepInput) {
+      if (inDescs[k] != stepT.desc())
+        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
+             ", the step is i64[]");
+      inputSource.push_back(-2);
+      continue;
+    }
+    const DataSpec *spec = config.findData(inNames[k]);
+    if (!spec)
+      fail("payload config: plan input '" + inNames[k] + "' is not in 'data'");
+    rt::TensorDesc want{spec->dtype, {config.batchSize}};
+    want.shape.insert(want.shape.end(), spec->sampleShape.begin(),
+                      spec->sampleShape.end());
+    if (inDescs[k] != want)
+      fail("payload config: data input '" + inNames[k] + "' is " + want.str() +
+           ", the plan's input is " + inDescs[k].str());
+    inputSource.push_back((int)(spec - config.data.data()));
+  }
+  for (const DataSpec &d : config.data) {
+    bool found = false;
+    for (const std::string &n : inNames)
+      found |= n == d.name;
+    if (!found)
+      fail("payload config: data input '" + d.name + "' is not a plan input");
+  }
+  int lossOut = findOutput(*program, "loss");
+  int gradNormOut = findOutput(*program, "grad_norm");
+  if (lossOut < 0)
+    fail("payload plan: it has no 'loss' output");
+
+  // Everything the user gave, checked before the first step.
+  if (!opt.exportOnnx.empty())
+    checkExportable(payload.model, opt.exportOnnx);
+  Dataset data;
+  data.open(opt.data, config.data, config.batchSize, "--data");
+  if (config.loss == "cross-entropy" && config.numClasses)
+    data.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
+  std::unique_ptr<Evaluator> evaluator;
+  if (!opt.evalData.empty())
+    evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
+  std::unique_ptr<CheckpointStore> store;
+  if (!opt.checkpointDir.empty()) {
+    store = std::make_unique<CheckpointStore>(opt.checkpointDir,
+                                              opt.keepCheckpoints,
+                                              config.modelSha256);
+    store->prepare();
+  }
+
+  const int64_t spe = data.stepsPerEpoch();
+  const int64_t total = opt.steps ? *opt.steps : *opt.epochs * spe;
+  TrainPosition pos;
+  pos.seed = opt.seed;
+  pos.shuffle = opt.shuffle;
+  std::string resumedFrom;
+  if (opt.resume) {
+    TrainPosition got;
+    bool found = store->resume(*program, config, got, resumedFrom,
+                               [](const std::string &line) {
+                                 std::fprintf(stderr, "%s\n", line.c_str());
+                               });
+    if (found) {
+      if (opt.seedGiven && got.seed != opt.seed)
+        fail("--resume: " + resumedFrom + " was made with --seed " +
+             std::to_string(got.seed) + ", this run has --seed " +
+             std::to_string(opt.seed));
+      if (opt.noShuffleGiven && got.shuffle)
+        fail("--resume: " + resumedFrom +
+             " was made with shuffling; drop --no-shuffle to resume it");
+      if (got.epoch != got.step / spe || got.position != got.step % spe)
+        fail("--resume: " + resumedFrom + " is at epoch " +
+             std::to_string(got.epoch) + " position " +
+             std::to_string(got.position) + ", but step " +
+             std::to_string(got.step) + " of this data (" +
+             std::to_string(data.numSamples()) + " samples, " +
+             std::to_string(spe) + " steps per epoch) is epoch " +
+             std::to_string(got.step / spe) + " position " +
+             std::to_string(got.step % spe) + "; the data differ");
+      pos = got;
+    } else {
+      std::fprintf(stderr, "--resume: no checkpoint in %s yet; starting at step 0\n",
+                   store->dir().c_str());
+    }
+  }
+  const int64_t first = pos.step;
+
+  Logger log(first, total, config.batchSize, opt.logEvery);
+  if (!opt.metrics.empty())
+    log.openMetrics(opt.metrics, opt.resume);
+  {
+    std::string head = "kiln-train: " + config.model + ": " +
+                       std::to_string(data.numSamples()) + " samples, batch " +
+                       std::to_string(config.batchSize) + ", " +
+                       std::to_string(spe) + " steps/epoch, " +
+                       config.optimizer + " lr " + fmt("%g", config.lr);
+    if (!resumedFrom.empty())
+      head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
+    log.message(head);
+  }
+  if (first >= total)
+    log.message("nothing to train: " + std::to_string(first) +
+                " steps are done, --" + (opt.steps ? "steps" : "epochs") +
+                " asks for " + std::to_string(total));
+
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+
+  std::vector<const rt::HostTensor *> inputs(inputSource.size());
+  std::vector<rt::HostTensor> outputs, snapshot;
+  std::vector<std::string> paramNames = program->paramNames();
+  auto positionAfter = [&](int64_t step) {
+    TrainPosition p = pos;
+    p.step = step;
+    p.epoch = step / spe;
+    p.position = step % spe;
+    return p;
+  };
+  auto saveCheckpoint = [&](int64_t step) {
+    std::string path = store->save(*program, config, positionAfter(step));
+    log.message("checkpoint: " + path);
+  };
+
+  if (first < total) {
+    Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total);
+    auto last = std::chrono::steady_clock::now();
+    for (int64_t s = first; s < total; ++s) {
+      const std::vector<rt::HostTensor> &batch = prefetch.get(s);
+      for (size_t k = 0; k < inputSource.size(); ++k)
+        inputs[k] = inputSource[k] == -1   ? &lrT
+                    : inputSource[k] == -2 ? &stepT
+                                           : &batch[inputSource[k]];
+      double lr = config.learningRate(s, total);
+      *lrT.as<float>() = (float)lr;
+      *stepT.as<int64_t>() = s + 1;
+      program->setStep((uint64_t)s);
+      program->setSeed(pos.seed);
+      if (opt.debugNan) {
+        snapshot.resize(paramNames.size());
+        for (size_t k = 0; k < paramNames.size(); ++k)
+          if (!program->getParam(paramNames[k], snapshot[k], err))
+            fail(err);
+      }
+      if (!program->run(inputs, outputs, err))
+        fail("step " + std::to_string(s) + ": " + err);
+      double loss = scalarValue(outputs[lossOut]);
+      StepRecord rec;
+      rec.step = s;
+      rec.epoch = s / spe;
+      rec.loss = loss;
+      rec.lr = lr;
+      if (gradNormOut >= 0)
+        rec.gradNorm = scalarValue(outputs[gradNormOut]);
+      auto now = std::chrono::steady_clock::now();
+      rec.stepMs = std::chrono::duration<double, std::milli>(now - last).count();
+      last = now;
+
+      if (!std::isfinite(loss)) {
+        log.step(rec);
+        std::string what = "step " + std::to_string(s) + ": loss is " +
+                           (std::isnan(loss) ? "NaN" : "infinite");
+        bool exact = opt.debugNan;
+        if (exact)
+          for (size_t k = 0; k < paramNames.size(); ++k)
+            if (!program->setParam(paramNames[k], snapshot[k], err))
+              fail(what + " (" + err + ")");
+        bool poisoned = !exact && anyNonFinite(*program);
+        std::string where;
+        if (!program->findNonFinite(inputs, where, err))
+          fail(what + " (the rerun looking for the first non-finite value "
+                      "failed: " + err + ")");
+        if (where.empty())
+          fail(what + "; the rerun found no non-finite output");
+        fail(what + "; first non-finite output: " + where +
+             (poisoned ? " (rerun with the parameters after this step's update; "
+                         "--debug-nan reruns the step exactly)"
+                       : ""));
+      }
+
+      bool more = s + 1 < total;
+      if (evaluator && opt.evalEvery && (s + 1) % opt.evalEvery == 0 && more) {
+        EvalResult r = evaluator->run(*program, s);
+        rec.evalLoss = r.loss;
+        rec.evalAccuracy = r.accuracy;
+        log.step(rec);
+        log.message("eval (step " + std::to_string(s + 1) + "): " + evalLine(r));
+      } else {
+        log.step(rec);
+      }
+      if (store && opt.checkpointEvery && (s + 1) % opt.checkpointEvery == 0 &&
+          more)
+        saveCheckpoint(s + 1);
+      if (gStopSignal) {
+        int sig = gStopSignal;
+        std::string msg = std::string(sig == SIGINT ? "interrupted" : "terminated") +
+                          " after step " + std::to_string(s + 1) + "/" +
+                          std::to_string(total);
+        if (store && more) {
+          saveCheckpoint(s + 1);
+          msg += "; --resume continues from it";
+        }
+        log.message(msg);
+        if (more)
+          return 128 + sig;
+      }
+      // Time spent on evals and checkpoints is no step's.
+      last = std::chrono::steady_clock::now();
+    }
+    if (store)
+      saveCheckpoint(total);
+  }
+
+  if (!opt.exportOnnx.empty()) {
+    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx);
+    log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
+                " initializer" + (n == 1 ? "" : "s") + " updated)");
+  }
+  if (evaluator) {
+    EvalResult r = evaluator->run(*program, std::max<int64_t>(first, total) - 1);
+    log.message("eval: " + evalLine(r));
+  }
+  log.finish();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string prog = argc > 0 ? argv[0] : "kiln-train";
+  try {
+    return runTraining(argc, argv);
+  } catch (const UserError &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    return 1;
+  } catch (const std::bad_alloc &) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: out of memory\n", prog.c_str());
+    return 1;
+  } catch (const std::exception &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    return 1;
+  }
+}

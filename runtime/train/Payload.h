@@ -1,0 +1,45 @@
+//===- Payload.h - the parts kiln-compile appends ---------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// kiln-compile appends to a copy of this executable: the train plan, the
+// config JSON, the ONNX model, the optional eval plan and a 72-byte trailer
+// (docs/Training.md, "The executable"):
+//   "KILNTRN1", then eight u64 LE: plan offset, plan size, config offset,
+//   config size, model offset, model size, eval offset, eval size (0: none),
+//   offsets from the start of the file.
+// The payload is read from /proc/self/exe, or from the file named by
+// $KILN_TRAIN_PAYLOAD (testing: a bare payload with the same trailer).
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TRAIN_PAYLOAD_H
+#define KILN_TRAIN_PAYLOAD_H
+
+#include "Util.h"
+
+#include <string>
+#include <string_view>
+
+namespace kiln::train {
+
+constexpr char kTrailerMagic[8] = {'K', 'I', 'L', 'N', 'T', 'R', 'N', '1'};
+constexpr size_t kTrailerBytes = 72;
+
+struct Payload {
+  /// Where it was read from ("/proc/self/exe" or $KILN_TRAIN_PAYLOAD).
+  std::string source;
+  std::string_view plan, config, model, eval; // eval empty when absent
+  MappedFile file;                            // owns the bytes above
+};
+
+/// Reads the trailer and checks that every part lies before it. On failure
+/// `err` is "not a Kiln training executable (no payload)" (prefixed with
+/// "KILN_TRAIN_PAYLOAD=FILE: " when the variable names the file, and with a
+/// reason after a colon when the trailer is there but damaged).
+bool loadPayload(Payload &out, std::string &err);
+
+/// Splits a payload held in memory (the checks of loadPayload).
+bool parsePayload(const uint8_t *data, size_t size, Payload &out,
+                  std::string &err);
+
+} // namespace kiln::train
+
+#endif // KILN_TRAIN_PAYLOAD_H
