@@ -34,12 +34,21 @@ import export_models as em  # noqa: E402
 LR = {"sgd": 0.1, "momentum": 0.05, "adam": 1e-3, "adamw": 1e-3}
 
 
-def build(name):
+def build(name, opt="sgd"):
     torch.manual_seed(0)
     if name == "mlp":
         return em.MLP(), (784,), 10, "f"
     if name == "cnn":
-        return em.CNN(), (1, 28, 28), 10, "f"
+        model = em.CNN()
+        if opt in ("adam", "adamw"):
+            # A conv bias feeding BatchNorm has an exact gradient of 0, so
+            # Adam turns its round-off gradient into lr-sized steps whose
+            # sign neither side controls (and the BatchNorm running mean
+            # inherits them). Under Adam the convs go without bias, as
+            # torchvision's ResNets do; sgd and momentum keep it.
+            model.conv1.register_parameter("bias", None)
+            model.conv2.register_parameter("bias", None)
+        return model, (1, 28, 28), 10, "f"
     if name == "gpt":
         # Dropout off: PyTorch's and Kiln's random streams differ by design.
         return em.GPT(dropout=0.0), (16,), 64, "i"
@@ -72,7 +81,7 @@ def torch_optimizer(name, params):
 def run_case(args, model_name, opt, batch):
     work = os.path.join(args.work, "%s_%s" % (model_name, opt))
     os.makedirs(work, exist_ok=True)
-    model, shape, classes, kind = build(model_name)
+    model, shape, classes, kind = build(model_name, opt)
     model.train()
     n = batch * args.steps
     x, y = make_data(shape, classes, kind, n, seed=1)
@@ -111,6 +120,13 @@ def run_case(args, model_name, opt, batch):
 
     optimizer = torch_optimizer(opt, model.parameters())
     torch_losses = []
+    # Per element, the largest |gradient| over the steps: an element whose
+    # gradient is round-off at every step (a conv bias feeding BatchNorm has
+    # an exact gradient of 0; a weight can cancel to ~1e-9) is moved by
+    # Adam's normalisation by up to lr per step in a direction the round-off
+    # picks, in Kiln and PyTorch alike. Those elements are held to that bound
+    # instead of the 1e-3 one.
+    max_grad = {k: torch.zeros_like(p) for k, p in model.named_parameters()}
     for s in range(args.steps):
         xb = torch.from_numpy(x[s * batch:(s + 1) * batch])
         yb = torch.from_numpy(y[s * batch:(s + 1) * batch])
@@ -119,6 +135,9 @@ def run_case(args, model_name, opt, batch):
         torch_losses.append(loss.item())
         optimizer.zero_grad()
         loss.backward()
+        for k, p in model.named_parameters():
+            if p.grad is not None:
+                max_grad[k] = torch.maximum(max_grad[k], p.grad.detach().abs())
         optimizer.step()
 
     if len(kiln_losses) != args.steps:
@@ -127,20 +146,36 @@ def run_case(args, model_name, opt, batch):
     trained = {t.name: onnx.numpy_helper.to_array(t)
                for t in onnx.load(out_onnx).graph.initializer}
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    weight_err, compared = 0.0, 0
+    weight_err, compared, roundoff, bound_ok = 0.0, 0, 0, True
     worst = ""
+    adaptive = opt in ("adam", "adamw")
     for k, v in state.items():
         if k not in trained or v.dtype.kind != "f":
             continue
-        d = float(np.max(np.abs(trained[k] - v))) / max(float(np.max(np.abs(v))), 1e-12)
+        if trained[k].shape != v.shape:
+            return False, "%s: exported shape %s, torch %s" % (k, trained[k].shape, v.shape)
+        diff = np.abs(trained[k] - v)
+        scale = max(float(np.max(np.abs(v))), 1e-12)
+        if adaptive and k in max_grad:
+            g = max_grad[k].numpy()
+            # Round-off relative to the model's largest gradient.
+            noise = g <= 1e-6 * max(float(m.max()) for m in max_grad.values())
+            roundoff += int(noise.sum())
+            if noise.any() and float(diff[noise].max()) > 1.01 * LR[opt] * args.steps:
+                bound_ok = False
+                worst = k + " (round-off elements beyond lr*steps)"
+            diff = np.where(noise, 0.0, diff)
+        d = float(np.max(diff)) / scale
         compared += 1
         if d > weight_err:
             weight_err, worst = d, k
-    ok = loss_err <= 1e-4 and weight_err <= 1e-3 and compared > 0
+    ok = loss_err <= 1e-4 and weight_err <= 1e-3 and compared > 0 and bound_ok
     detail = ("losses %s vs torch %s: max rel %.2e; %d tensors, max rel %.2e (%s)"
               % (" ".join("%.5f" % l for l in kiln_losses[:3]) + " ...",
                  " ".join("%.5f" % l for l in torch_losses[:3]) + " ...",
                  loss_err, compared, weight_err, worst))
+    if roundoff:
+        detail += "; %d round-off-gradient elements within lr*steps" % roundoff
     return ok, detail
 
 
