@@ -340,6 +340,11 @@ ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
     }
   } restore{saved, params};
 
+  // A non-finite value fed in is the data's fault, not an op's.
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (isFloat(inputs[k]->dtype()) &&
+        hasNonFinite(inputs[k]->dtype(), inputs[k]->data(), inputs[k]->bytes()))
+      return "input '" + inputNames[k] + "'";
   for (Step &st : steps)
     for (auto [pos, k] : st.inputSlots)
       st.in[pos] = inputs[k]->data();

@@ -441,7 +441,7 @@ int runTraining(int argc, char **argv) {
                       "failed: " + err + ")");
         if (where.empty())
           fail(what + "; the rerun found no non-finite output");
-        fail(what + "; first non-finite output: " + where +
+        fail(what + "; first non-finite value: " + where +
              (poisoned ? " (rerun with the parameters after this step's update; "
                          "--debug-nan reruns the step exactly)"
                        : ""));

@@ -408,6 +408,8 @@ def main():
     xn = x.copy()
     xn[3, 2] = np.nan
     np.save(os.path.join(bad, "xnan.npy"), xn)
+    # Finite, but dropout's 1/(1-0.2) scaling overflows it to infinity.
+    np.save(os.path.join(bad, "xbig.npy"), np.full_like(x, 3e38))
     with open(os.path.join(bad, "notnpy.npy"), "wb") as f:
         f.write(b"hello")
     with open(os.path.join(bad, "afile"), "w") as f:
@@ -462,10 +464,13 @@ def main():
         ("NaN loss", sm, ["--data", "x=%sxnan.npy" % B, "--data", "labels=y.npy",
                           "--steps", "3", "--no-shuffle", "--debug-nan",
                           "--checkpoint-dir", "cknan"], None,
-         "%s: step 0: loss is NaN; first non-finite output: step 0 ('matmul' at /MatMul)" % exe),
+         "%s: step 0: loss is NaN; first non-finite value: input 'x'" % exe),
         ("NaN loss, no --debug-nan", sm, ["--data", "x=%sxnan.npy" % B, "--data", "labels=y.npy",
                                           "--steps", "3", "--no-shuffle"], None,
-         "step 0: loss is NaN; first non-finite output: step 0 ('matmul' at /MatMul)"),
+         "step 0: loss is NaN; first non-finite value: input 'x'"),
+        ("overflow inside the step", sm, ["--data", "x=%sxbig.npy" % B, "--data", "labels=y.npy",
+                                          "--steps", "3", "--no-shuffle", "--debug-nan"], None,
+         "step 0: loss is NaN; first non-finite value: step 0 ('dropout' at /Dropout)"),
     ]
     for name, d, argv, kw, want in cases:
         def case(d=d, argv=argv, kw=kw or {}, want=want):

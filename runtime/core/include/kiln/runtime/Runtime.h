@@ -86,7 +86,8 @@ public:
   /// Runs the steps once like run, on a copy of the parameters' state (the
   /// parameters are unchanged afterwards), checking the floating outputs
   /// (f32, f64, f16, bf16) of every step for NaN and infinity. `where` is
-  /// the first offender, "step N ('kernel' at LOC)", or "" when there is
+  /// the first offender: "input NAME" when an input holds one, else
+  /// "step N ('kernel' at LOC)"; "" when there is
   /// none. False (with `err`) when the inputs are wrong or a step fails.
   bool findNonFinite(const std::vector<const HostTensor *> &inputs,
                      std::string &where, std::string &err) noexcept;
