@@ -169,11 +169,28 @@ def run_case(args, model_name, opt, batch):
         compared += 1
         if d > weight_err:
             weight_err, worst = d, k
-    ok = loss_err <= 1e-4 and weight_err <= 1e-3 and compared > 0 and bound_ok
+    # The exported model runs under kiln-run and gives the trained module's
+    # outputs (dropout is off; BatchNorm models export in training mode, so
+    # the batch statistics of this batch are used on both sides).
+    xb = os.path.join(work, "xb.npy")
+    np.save(xb, x[:batch])
+    outdir = os.path.join(work, "run")
+    r = subprocess.run([os.path.join(args.bin, "kiln-run"), out_onnx,
+                        "--input", "%s=%s" % (in_name, xb), "--output-dir", outdir],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return False, "kiln-run on the exported model failed: " + r.stderr.strip()
+    with torch.no_grad():
+        want = model(torch.from_numpy(x[:batch])).numpy()
+    got = np.load(os.path.join(outdir, "output_0.npy"))
+    run_err = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
+    ok = (loss_err <= 1e-4 and weight_err <= 1e-3 and compared > 0 and bound_ok
+          and run_err <= 1e-4)
     detail = ("losses %s vs torch %s: max rel %.2e; %d tensors, max rel %.2e (%s)"
               % (" ".join("%.5f" % l for l in kiln_losses[:3]) + " ...",
                  " ".join("%.5f" % l for l in torch_losses[:3]) + " ...",
                  loss_err, compared, weight_err, worst))
+    detail += "; kiln-run of the export: max rel %.2e" % run_err
     if roundoff:
         detail += "; %d round-off-gradient elements within lr*steps" % roundoff
     return ok, detail
