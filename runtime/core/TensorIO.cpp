@@ -278,7 +278,9 @@ bool npyDType(const std::string &file, const std::string &descr, DType &out) {
   return false;
 }
 
-HostTensor readNpy(const std::string &file, const uint8_t *p, size_t size) {
+NpyLayout parseNpyImpl(const std::string &file, const uint8_t *p, size_t size) {
+  if (size < 6 || std::memcmp(p, kNpyMagic, 6) != 0)
+    fail(file, "not a .npy file (bad magic)");
   if (size < 10)
     fail(file, "truncated header");
   unsigned major = p[6], minor = p[7];
@@ -298,32 +300,36 @@ HostTensor readNpy(const std::string &file, const uint8_t *p, size_t size) {
   }
   if (headerLen > size - start)
     fail(file, "truncated header");
+  NpyLayout out;
   std::string descr;
   bool fortran = false;
-  std::vector<int64_t> shape;
   NpyHeaderParser(file, std::string_view(reinterpret_cast<const char *>(p) + start,
                                          headerLen))
-      .parse(descr, fortran, shape);
-  DType dtype;
-  if (!npyDType(file, descr, dtype))
+      .parse(descr, fortran, out.shape);
+  if (!npyDType(file, descr, out.dtype))
     fail(file, "unsupported dtype '" + descr + "'");
   if (fortran)
     fail(file, "fortran_order True is not supported (save a C-order array)");
-  uint64_t bytes;
-  if (!shapeBytes(shape, dtypeSize(dtype), bytes))
-    fail(file, "shape " + shapeStr(shape) + " is too large");
-  size_t dataStart = start + headerLen;
-  uint64_t have = size - dataStart;
-  if (have != bytes)
-    fail(file, (have < bytes ? "truncated data: " : "size mismatch: ") +
+  if (!shapeBytes(out.shape, dtypeSize(out.dtype), out.dataBytes))
+    fail(file, "shape " + shapeStr(out.shape) + " is too large");
+  out.dataOffset = start + headerLen;
+  uint64_t have = size - out.dataOffset;
+  if (have != out.dataBytes)
+    fail(file, (have < out.dataBytes ? "truncated data: " : "size mismatch: ") +
                    std::to_string(have) + " data bytes, shape " +
-                   shapeStr(shape) + " of '" + descr + "' needs " +
-                   std::to_string(bytes));
-  if (dtype == DType::Bool)
-    for (uint64_t i = 0; i < bytes; ++i)
-      if (p[dataStart + i] > 1)
+                   shapeStr(out.shape) + " of '" + descr + "' needs " +
+                   std::to_string(out.dataBytes));
+  return out;
+}
+
+HostTensor readNpy(const std::string &file, const uint8_t *p, size_t size) {
+  NpyLayout l = parseNpyImpl(file, p, size);
+  const uint8_t *data = p + l.dataOffset;
+  if (l.dtype == DType::Bool)
+    for (uint64_t i = 0; i < l.dataBytes; ++i)
+      if (data[i] > 1)
         fail(file, "boolean data holds a value other than 0 and 1");
-  return makeTensor(file, dtype, std::move(shape), p + dataStart, bytes);
+  return makeTensor(file, l.dtype, std::move(l.shape), data, l.dataBytes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -677,6 +683,13 @@ bool readTensorBytes(const void *data, size_t size, const std::string &name,
       fail(name, "empty file");
     else
       out = readTensorProto(name, p, size);
+  });
+}
+
+bool parseNpy(const void *data, size_t size, const std::string &name,
+              NpyLayout &out, std::string &err) noexcept {
+  return guarded(name, err, [&] {
+    out = parseNpyImpl(name, static_cast<const uint8_t *>(data), size);
   });
 }
 

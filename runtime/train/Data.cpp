@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "Data.h"
 
+#include "kiln/runtime/Runtime.h"
+
 #include <cstring>
 #include <limits>
 
@@ -15,135 +17,6 @@ using rt::DType;
 
 namespace {
 
-constexpr uint64_t kMaxBytes = uint64_t(1) << 60;
-
-/// The Python dict literal of a .npy header.
-class NpyHeader {
-public:
-  NpyHeader(const std::string &path, std::string_view text)
-      : path_(path), s_(text) {}
-
-  void parse(std::string &descr, bool &fortran, std::vector<int64_t> &shape) {
-    bool haveDescr = false, haveFortran = false, haveShape = false;
-    expect('{');
-    while (!peek('}')) {
-      std::string key = str();
-      expect(':');
-      if (key == "descr") {
-        descr = str();
-        haveDescr = true;
-      } else if (key == "fortran_order") {
-        fortran = boolean();
-        haveFortran = true;
-      } else if (key == "shape") {
-        shape = tuple();
-        haveShape = true;
-      } else {
-        bad("unexpected key '" + key + "'");
-      }
-      if (peek(','))
-        ++pos_;
-      else if (!peek('}'))
-        bad("expected ',' or '}'");
-    }
-    ++pos_;
-    if (!haveDescr || !haveFortran || !haveShape)
-      bad("needs 'descr', 'fortran_order' and 'shape'");
-  }
-
-private:
-  const std::string &path_;
-  std::string_view s_;
-  size_t pos_ = 0;
-
-  [[noreturn]] void bad(const std::string &why) {
-    fail(path_ + ": malformed .npy header: " + why);
-  }
-  bool peek(char c) {
-    while (pos_ < s_.size() && std::strchr(" \t\r\n", s_[pos_]) && s_[pos_])
-      ++pos_;
-    return pos_ < s_.size() && s_[pos_] == c;
-  }
-  void expect(char c) {
-    if (!peek(c))
-      bad(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  std::string str() {
-    if (!peek('\'') && !peek('"'))
-      bad("expected a string");
-    char q = s_[pos_++];
-    size_t end = s_.find(q, pos_);
-    if (end == std::string_view::npos)
-      bad("unterminated string");
-    std::string out(s_.substr(pos_, end - pos_));
-    pos_ = end + 1;
-    return out;
-  }
-  bool boolean() {
-    peek(' ');
-    if (s_.substr(pos_, 4) == "True") {
-      pos_ += 4;
-      return true;
-    }
-    if (s_.substr(pos_, 5) == "False") {
-      pos_ += 5;
-      return false;
-    }
-    bad("expected True or False");
-  }
-  std::vector<int64_t> tuple() {
-    std::vector<int64_t> out;
-    expect('(');
-    while (!peek(')')) {
-      if (pos_ >= s_.size() || s_[pos_] < '0' || s_[pos_] > '9')
-        bad("the shape must be a tuple of non-negative integers");
-      uint64_t v = 0;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-        v = v * 10 + (uint64_t)(s_[pos_++] - '0');
-        if (v > kMaxBytes)
-          bad("a dimension is too large");
-      }
-      if (pos_ < s_.size() && s_[pos_] == 'L')
-        ++pos_;
-      out.push_back((int64_t)v);
-      if (peek(','))
-        ++pos_;
-      else if (!peek(')'))
-        bad("expected ',' or ')' in the shape");
-    }
-    ++pos_;
-    return out;
-  }
-};
-
-bool npyDType(const std::string &descr, DType &out, bool &bigEndian) {
-  bigEndian = false;
-  if (descr.size() < 2)
-    return false;
-  static const std::pair<const char *, DType> kCodes[] = {
-      {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16},
-      {"i8", DType::I64}, {"i4", DType::I32}, {"i2", DType::I16},
-      {"i1", DType::I8},  {"u1", DType::U8},  {"u2", DType::U16},
-      {"u4", DType::U32}, {"u8", DType::U64}, {"b1", DType::Bool}};
-  char order = descr[0];
-  std::string code = descr.substr(1);
-  for (const auto &[c, t] : kCodes) {
-    if (code != c)
-      continue;
-    bool oneByte = rt::dtypeSize(t) == 1;
-    if (order == '>' && !oneByte) {
-      bigEndian = true;
-      return false;
-    }
-    if (order == '<' || order == '=' || order == '|' || order == '>') {
-      out = t;
-      return true;
-    }
-    return false;
-  }
-  return false;
-}
 
 bool isInt(DType t) { return rt::isSignedInt(t) || rt::isUnsignedInt(t); }
 
@@ -201,55 +74,13 @@ void openNpy(const std::string &path, NpyFile &out) {
   std::string err;
   if (!out.file.open(path, err))
     fail(err);
-  const uint8_t *p = out.file.data();
-  size_t size = out.file.size();
-  if (size < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0)
-    fail(path + ": not a .npy file (bad magic)");
-  unsigned major = p[6], minor = p[7];
-  size_t headerLen, start;
-  if (major == 1) {
-    headerLen = p[8] | (size_t)p[9] << 8;
-    start = 10;
-  } else if (major == 2 || major == 3) {
-    if (size < 12)
-      fail(path + ": truncated .npy header");
-    headerLen = p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 |
-                (size_t)p[11] << 24;
-    start = 12;
-  } else {
-    fail(path + ": unsupported .npy format version " + std::to_string(major) +
-         "." + std::to_string(minor));
-  }
-  if (headerLen > size - start)
-    fail(path + ": truncated .npy header");
-  std::string descr;
-  bool fortran = false;
-  NpyHeader(path, std::string_view(reinterpret_cast<const char *>(p) + start,
-                                   headerLen))
-      .parse(descr, fortran, out.shape);
-  bool bigEndian;
-  if (!npyDType(descr, out.dtype, bigEndian))
-    fail(path + (bigEndian ? ": big-endian data ('" + descr + "') is not supported"
-                           : ": unsupported dtype '" + descr + "'"));
-  if (fortran)
-    fail(path + ": fortran_order True is not supported (save a C-order array)");
-  uint64_t elems = 1;
-  bool zero = false;
-  for (int64_t d : out.shape) {
-    if (d == 0)
-      zero = true;
-    else if (__builtin_mul_overflow(elems, (uint64_t)d, &elems) ||
-             elems > kMaxBytes / rt::dtypeSize(out.dtype))
-      fail(path + ": shape " + shapeStr(out.shape) + " is too large");
-  }
-  uint64_t bytes = zero ? 0 : elems * rt::dtypeSize(out.dtype);
-  uint64_t have = size - (start + headerLen);
-  if (have != bytes)
-    fail(path + ": " + (have < bytes ? "truncated data: " : "size mismatch: ") +
-         std::to_string(have) + " data bytes, shape " + shapeStr(out.shape) +
-         " of '" + descr + "' needs " + std::to_string(bytes));
-  out.data = p + start + headerLen;
-  out.dataBytes = bytes;
+  rt::NpyLayout l;
+  if (!rt::parseNpy(out.file.data(), out.file.size(), path, l, err))
+    fail(err);
+  out.dtype = l.dtype;
+  out.shape = std::move(l.shape);
+  out.data = out.file.data() + l.dataOffset;
+  out.dataBytes = l.dataBytes;
 }
 
 void Dataset::open(

@@ -110,6 +110,18 @@ bool readTensorFile(const std::string &path, HostTensor &out,
 /// Reads a `.npy` or TensorProto from memory; `name` is used in messages.
 bool readTensorBytes(const void *data, size_t size, const std::string &name,
                      HostTensor &out, std::string &err) noexcept;
+/// Where a `.npy` image of `size` bytes keeps its data: the element type,
+/// the shape and the byte range of the C-order elements, every header field
+/// checked against `size`. Nothing is copied (the training data loader maps
+/// its files and reads samples in place). False with `err` ("NAME: why").
+struct NpyLayout {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  size_t dataOffset = 0;
+  uint64_t dataBytes = 0;
+};
+bool parseNpy(const void *data, size_t size, const std::string &name,
+              NpyLayout &out, std::string &err) noexcept;
 /// Writes `.npy` (format 1.0, or 2.0 for a huge header; little-endian, C
 /// order). bf16 has no numpy dtype and is refused. Atomic: PATH.tmp, fsync,
 /// rename.
