@@ -104,6 +104,14 @@ public:
   std::string findNonFinite(const std::vector<const HostTensor *> &inputs);
 
 private:
+  /// Checks the inputs and points the steps that read them at their data.
+  void bindInputs(const std::vector<const HostTensor *> &inputs);
+  /// Rethrows the exception in flight as an Error naming step `s`.
+  [[noreturn]] void failAtStep(size_t s) const;
+
+public:
+
+private:
   const void *inputPtr(const std::vector<const HostTensor *> &inputs,
                        int64_t value) const {
     return inputs[plan.values[plan.values[value].root].index]->data();
@@ -240,12 +248,7 @@ ProgramImpl::checkInputs(const std::vector<const HostTensor *> &inputs) const {
 
 void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
                       std::vector<HostTensor> &outputs) {
-  std::string bad = checkInputs(inputs);
-  if (!bad.empty())
-    throw Error(bad);
-  for (Step &st : steps)
-    for (auto [pos, k] : st.inputSlots)
-      st.in[pos] = inputs[k]->data();
+  bindInputs(inputs);
   size_t s = 0;
   try {
     if (profile) {
@@ -261,12 +264,8 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
       for (; s < steps.size(); ++s)
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
     }
-  } catch (const Error &e) {
-    throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
-  } catch (const std::bad_alloc &) {
-    throw Error(detail::stepLabel(s, plan.steps[s]) + ": out of memory");
-  } catch (const std::exception &e) {
-    throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+  } catch (...) {
+    failAtStep(s);
   }
   std::vector<HostTensor> result;
   result.reserve(plan.outputs.size());
@@ -279,6 +278,26 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
     result.push_back(std::move(t));
   }
   outputs = std::move(result);
+}
+
+void ProgramImpl::bindInputs(const std::vector<const HostTensor *> &inputs) {
+  std::string bad = checkInputs(inputs);
+  if (!bad.empty())
+    throw Error(bad);
+  for (Step &st : steps)
+    for (auto [pos, k] : st.inputSlots)
+      st.in[pos] = inputs[k]->data();
+}
+
+void ProgramImpl::failAtStep(size_t s) const {
+  std::string label = detail::stepLabel(s, plan.steps[s]);
+  try {
+    throw;
+  } catch (const std::bad_alloc &) {
+    throw Error(label + ": out of memory");
+  } catch (const std::exception &e) {
+    throw Error(label + ": " + oneLine(e.what()));
+  }
 }
 
 namespace {
@@ -318,9 +337,7 @@ bool hasNonFinite(DType dtype, const void *data, size_t bytes) {
 
 std::string
 ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
-  std::string bad = checkInputs(inputs);
-  if (!bad.empty())
-    throw Error(bad);
+  bindInputs(inputs);
   // The steps write into the parameters (optimizer updates): keep their
   // values and put them back however the run ends.
   std::vector<HostTensor> saved;
@@ -345,18 +362,11 @@ ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
     if (isFloat(inputs[k]->dtype()) &&
         hasNonFinite(inputs[k]->dtype(), inputs[k]->data(), inputs[k]->bytes()))
       return "input '" + inputNames[k] + "'";
-  for (Step &st : steps)
-    for (auto [pos, k] : st.inputSlots)
-      st.in[pos] = inputs[k]->data();
   for (size_t s = 0; s < steps.size(); ++s) {
     try {
       steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
-    } catch (const Error &e) {
-      throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
-    } catch (const std::bad_alloc &) {
-      throw Error(detail::stepLabel(s, plan.steps[s]) + ": out of memory");
-    } catch (const std::exception &e) {
-      throw Error(detail::stepLabel(s, plan.steps[s]) + ": " + oneLine(e.what()));
+    } catch (...) {
+      failAtStep(s);
     }
     const PlanStep &ps = plan.steps[s];
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
