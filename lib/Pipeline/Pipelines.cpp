@@ -41,9 +41,15 @@ struct FirstError {
     llvm::raw_string_ostream os(text);
     if (auto file = dyn_cast<FileLineColLoc>(d.getLocation()))
       os << file.getFilename().getValue() << ":" << file.getLine() << ": ";
-    else if (auto name = dyn_cast<NameLoc>(d.getLocation()))
-      os << "node '" << name.getName().getValue() << "': ";
-    os << d.str();
+    std::string message = d.str();
+    if (auto name = dyn_cast<NameLoc>(d.getLocation())) {
+      // Conversion errors already start "node 'NAME' (Op): "; name the node
+      // only for messages that do not.
+      std::string prefix = ("node '" + name.getName().getValue() + "'").str();
+      if (!StringRef(message).starts_with(prefix))
+        os << prefix << ": ";
+    }
+    os << message;
     for (char &c : text)
       if (c == '\n')
         c = ' ';

@@ -284,10 +284,11 @@ LogicalResult convertDropout(onnx::NodeOp node, NodeRewriter &rw) {
     }
     return rw.replace(results);
   }
-  // The mask stream is keyed by the node's name, so it is stable across
-  // recompiles and independent of node order.
+  // The mask stream is keyed by the node's name (its source position when the
+  // name was lost), so it is stable across recompiles and independent of node
+  // order, and no two Dropouts share a stream.
   int64_t seed = KILN_TRY(rw.intAttr(
-      "seed", (int64_t)(llvm::xxh3_64bits(node.getNodeName()) & 0x7fffffff)));
+      "seed", (int64_t)(llvm::xxh3_64bits(node.getNodeKey()) & 0x7fffffff)));
   Operation *op = KILN_TRY(rw.createOp<DropoutOp>(
       {x}, {rw.f32Attr("ratio", (float)ratio), rw.i64Attr("seed", seed)}));
   return rw.replace(op->getResults().take_front(node.getNumResults()));

@@ -325,8 +325,11 @@ struct ConvertONNXToKilnPass
   LogicalResult convertNode(onnx::NodeOp node, const ONNXPatternRegistry &registry,
                             OpBuilder &b) {
     std::string name = node.getNodeName();
+    // A node whose name was lost (a .mlir printed without locations) is
+    // named by its position in that file instead of an empty ''.
     std::string prefix =
-        ("node '" + name + "' (" + node.getOpType() + "): ").str();
+        (name.empty() ? "node at " + node.getNodeKey() + " (" + node.getOpType().str() + "): "
+                      : ("node '" + name + "' (" + node.getOpType() + "): ").str());
     StringRef domain = node.getDomain();
     const ONNXPattern *pattern =
         registry.lookup(domain, node.getOpType(), node.getOpset());

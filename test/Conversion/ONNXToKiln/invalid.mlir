@@ -1,4 +1,7 @@
 // RUN: kiln-opt %s --convert-onnx-to-kiln -split-input-file -verify-diagnostics
+// RUN: not kiln-opt %s --convert-onnx-to-kiln -split-input-file 2>&1 | FileCheck %s --check-prefix=UNNAMED
+// A node whose name was lost is named by its position in the file:
+// UNNAMED: error: node at {{.*}}invalid.mlir:{{[0-9]+}}:8 (NonMaxSuppression): unsupported op
 
 // A named node (its location is just the name, so the error has no line).
 func.func @unsupported_named(%x: tensor<4x4xf32>) -> tensor<*xf32> {
@@ -10,7 +13,7 @@ func.func @unsupported_named(%x: tensor<4x4xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @unsupported(%b: tensor<1x4x4xf32>, %s: tensor<1x1x4xf32>) -> tensor<*xi64> {
-  // expected-error @+1 {{node '' (NonMaxSuppression): unsupported op 'NonMaxSuppression'}}
+  // expected-error @+1 {{(NonMaxSuppression): unsupported op 'NonMaxSuppression'}}
   %0 = onnx.node "NonMaxSuppression"(%b, %s) opset 11 {} : (tensor<1x4x4xf32>, tensor<1x1x4xf32>) -> tensor<*xi64>
   return %0 : tensor<*xi64>
 }
@@ -18,7 +21,7 @@ func.func @unsupported(%b: tensor<1x4x4xf32>, %s: tensor<1x1x4xf32>) -> tensor<*
 // -----
 
 func.func @unsupported_domain(%x: tensor<4xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Gelu): unsupported op 'Gelu' in domain 'com.microsoft'}}
+  // expected-error @+1 {{(Gelu): unsupported op 'Gelu' in domain 'com.microsoft'}}
   %0 = onnx.node "Gelu"(%x) domain "com.microsoft" opset 1 {} : (tensor<4xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -27,7 +30,7 @@ func.func @unsupported_domain(%x: tensor<4xf32>) -> tensor<*xf32> {
 
 // Add before opset 7 had no NumPy broadcasting.
 func.func @unsupported_opset(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Add): opset 6 of this op is not supported}}
+  // expected-error @+1 {{(Add): opset 6 of this op is not supported}}
   %0 = onnx.node "Add"(%a, %b) opset 6 {} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -35,7 +38,7 @@ func.func @unsupported_opset(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor
 // -----
 
 func.func @reshape_dynamic_shape(%x: tensor<2x3xf32>, %s: tensor<2xi64>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Reshape): shape (input 1) must be a constant or computable from constants}}
+  // expected-error @+1 {{(Reshape): shape (input 1) must be a constant or computable from constants}}
   %0 = onnx.node "Reshape"(%x, %s) opset 13 {} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -44,7 +47,7 @@ func.func @reshape_dynamic_shape(%x: tensor<2x3xf32>, %s: tensor<2xi64>) -> tens
 
 func.func @reshape_two_minus_one(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %s = onnx.constant dense<[-1, -1]> : tensor<2xi64>
-  // expected-error @+1 {{node '' (Reshape): shape has more than one -1}}
+  // expected-error @+1 {{(Reshape): shape has more than one -1}}
   %0 = onnx.node "Reshape"(%x, %s) opset 13 {} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -53,7 +56,7 @@ func.func @reshape_two_minus_one(%x: tensor<2x3xf32>) -> tensor<*xf32> {
 
 func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %s = onnx.constant dense<[4, 2]> : tensor<2xi64>
-  // expected-error @+1 {{node '' (Reshape): cannot reshape tensor<2x3xf32> to tensor<4x2xf32>}}
+  // expected-error @+1 {{(Reshape): cannot reshape tensor<2x3xf32> to tensor<4x2xf32>}}
   %0 = onnx.node "Reshape"(%x, %s) opset 13 {} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -61,7 +64,7 @@ func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Add): shapes [2,3] and [4] do not broadcast}}
+  // expected-error @+1 {{(Add): shapes [2,3] and [4] do not broadcast}}
   %0 = onnx.node "Add"(%a, %b) opset 14 {} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -69,7 +72,7 @@ func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<*x
 // -----
 
 func.func @add_element_types(%a: tensor<2x3xf32>, %b: tensor<2x3xi64>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Add): operands have different element types: 'tensor<2x3xf32>' and 'tensor<2x3xi64>'}}
+  // expected-error @+1 {{(Add): operands have different element types: 'tensor<2x3xf32>' and 'tensor<2x3xi64>'}}
   %0 = onnx.node "Add"(%a, %b) opset 14 {} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -78,7 +81,7 @@ func.func @add_element_types(%a: tensor<2x3xf32>, %b: tensor<2x3xi64>) -> tensor
 
 func.func @squeeze_non_one(%x: tensor<1x3x4xf32>) -> tensor<*xf32> {
   %a = onnx.constant dense<[1]> : tensor<1xi64>
-  // expected-error @+1 {{node '' (Squeeze): cannot squeeze dimension 1 of size 3}}
+  // expected-error @+1 {{(Squeeze): cannot squeeze dimension 1 of size 3}}
   %0 = onnx.node "Squeeze"(%x, %a) opset 13 {} : (tensor<1x3x4xf32>, tensor<1xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -86,7 +89,7 @@ func.func @squeeze_non_one(%x: tensor<1x3x4xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @unsqueeze_no_axes(%x: tensor<3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Unsqueeze): axes are required}}
+  // expected-error @+1 {{(Unsqueeze): axes are required}}
   %0 = onnx.node "Unsqueeze"(%x) opset 13 {} : (tensor<3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -94,7 +97,7 @@ func.func @unsqueeze_no_axes(%x: tensor<3xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @conv_channels(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Conv): channels do not match: input has 3, weight expects 2 x 1 groups}}
+  // expected-error @+1 {{(Conv): channels do not match: input has 3, weight expects 2 x 1 groups}}
   %0 = onnx.node "Conv"(%x, %w) opset 11 {} : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -102,7 +105,7 @@ func.func @conv_channels(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) -> te
 // -----
 
 func.func @conv_transpose_channels(%x: tensor<1x3x4x4xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (ConvTranspose): channels do not match: input has 3, weight has 4}}
+  // expected-error @+1 {{(ConvTranspose): channels do not match: input has 3, weight has 4}}
   %0 = onnx.node "ConvTranspose"(%x, %w) opset 11 {} : (tensor<1x3x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -110,7 +113,7 @@ func.func @conv_transpose_channels(%x: tensor<1x3x4x4xf32>, %w: tensor<4x2x3x3xf
 // -----
 
 func.func @conv_kernel_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Conv): kernel_shape disagrees with the weight's shape}}
+  // expected-error @+1 {{(Conv): kernel_shape disagrees with the weight's shape}}
   %0 = onnx.node "Conv"(%x, %w) opset 11 {kernel_shape = [5, 5]} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -118,7 +121,7 @@ func.func @conv_kernel_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -
 // -----
 
 func.func @gemm_not_matrix(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Gemm): A and B must be matrices}}
+  // expected-error @+1 {{(Gemm): A and B must be matrices}}
   %0 = onnx.node "Gemm"(%a, %b) opset 13 {} : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -126,7 +129,7 @@ func.func @gemm_not_matrix(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor
 // -----
 
 func.func @gemm_bias(%a: tensor<2x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x5xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Gemm): shapes [2,5] and [3,5] do not broadcast}}
+  // expected-error @+1 {{(Gemm): shapes [2,5] and [3,5] do not broadcast}}
   %0 = onnx.node "Gemm"(%a, %b, %c) opset 13 {} : (tensor<2x4xf32>, tensor<4x5xf32>, tensor<3x5xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -135,7 +138,7 @@ func.func @gemm_bias(%a: tensor<2x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x5xf3
 
 // C broadcasts to the product's shape only one way.
 func.func @gemm_bias_grows(%a: tensor<2x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x1x5xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Gemm): C does not broadcast to the product's shape}}
+  // expected-error @+1 {{(Gemm): C does not broadcast to the product's shape}}
   %0 = onnx.node "Gemm"(%a, %b, %c) opset 13 {} : (tensor<2x4xf32>, tensor<4x5xf32>, tensor<3x1x5xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -143,7 +146,7 @@ func.func @gemm_bias_grows(%a: tensor<2x4xf32>, %b: tensor<4x5xf32>, %c: tensor<
 // -----
 
 func.func @matmul_contracting(%a: tensor<2x4xf32>, %b: tensor<3x5xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (MatMul): contracting dimensions differ: 4 vs 3}}
+  // expected-error @+1 {{(MatMul): contracting dimensions differ: 4 vs 3}}
   %0 = onnx.node "MatMul"(%a, %b) opset 13 {} : (tensor<2x4xf32>, tensor<3x5xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -151,7 +154,7 @@ func.func @matmul_contracting(%a: tensor<2x4xf32>, %b: tensor<3x5xf32>) -> tenso
 // -----
 
 func.func @dynamic_dim(%x: tensor<?x4xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Relu): input 0 has no static shape (tensor<?x4xf32>); fix the input dimensions with --dim NAME=N or --batch-size N}}
+  // expected-error @+1 {{(Relu): input 0 has no static shape (tensor<?x4xf32>); fix the input dimensions with --dim NAME=N or --batch-size N}}
   %0 = onnx.node "Relu"(%x) opset 14 {} : (tensor<?x4xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -159,7 +162,7 @@ func.func @dynamic_dim(%x: tensor<?x4xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @attr_type(%a: tensor<2x4xf32>, %b: tensor<5x4xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Gemm): attribute 'transB' must be an int}}
+  // expected-error @+1 {{(Gemm): attribute 'transB' must be an int}}
   %0 = onnx.node "Gemm"(%a, %b) opset 13 {transB = "yes"} : (tensor<2x4xf32>, tensor<5x4xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -167,7 +170,7 @@ func.func @attr_type(%a: tensor<2x4xf32>, %b: tensor<5x4xf32>) -> tensor<*xf32> 
 // -----
 
 func.func @attr_list_type(%x: tensor<2x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Transpose): attribute 'perm' must be a list of ints}}
+  // expected-error @+1 {{(Transpose): attribute 'perm' must be a list of ints}}
   %0 = onnx.node "Transpose"(%x) opset 13 {perm = 1 : i64} : (tensor<2x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -175,7 +178,7 @@ func.func @attr_list_type(%x: tensor<2x3xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @result_disagrees(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
-  // expected-error @+1 {{node '' (Relu): result type tensor<2x3xf32> disagrees with ONNX shape inference (tensor<3x2xf32>)}}
+  // expected-error @+1 {{(Relu): result type tensor<2x3xf32> disagrees with ONNX shape inference (tensor<3x2xf32>)}}
   %0 = onnx.node "Relu"(%x) opset 14 {} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   return %0 : tensor<3x2xf32>
 }
@@ -183,7 +186,7 @@ func.func @result_disagrees(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
 // -----
 
 func.func @result_element_disagrees(%x: tensor<2x3xf32>) -> tensor<2x3xf16> {
-  // expected-error @+1 {{node '' (Cast): result type tensor<2x3xf32> disagrees with ONNX shape inference (tensor<2x3xf16>)}}
+  // expected-error @+1 {{(Cast): result type tensor<2x3xf32> disagrees with ONNX shape inference (tensor<2x3xf16>)}}
   %0 = onnx.node "Cast"(%x) opset 13 {to = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf16>
   return %0 : tensor<2x3xf16>
 }
@@ -191,7 +194,7 @@ func.func @result_element_disagrees(%x: tensor<2x3xf32>) -> tensor<2x3xf16> {
 // -----
 
 func.func @split_uneven(%x: tensor<7xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
-  // expected-error @+1 {{node '' (Split): dimension 7 does not split evenly into 2 outputs}}
+  // expected-error @+1 {{(Split): dimension 7 does not split evenly into 2 outputs}}
   %0:2 = onnx.node "Split"(%x) opset 13 {} : (tensor<7xf32>) -> (tensor<*xf32>, tensor<*xf32>)
   return %0#0, %0#1 : tensor<*xf32>, tensor<*xf32>
 }
@@ -199,7 +202,7 @@ func.func @split_uneven(%x: tensor<7xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
 // -----
 
 func.func @split_sizes(%x: tensor<7xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
-  // expected-error @+1 {{node '' (Split): split sizes do not add up to dimension 0}}
+  // expected-error @+1 {{(Split): split sizes do not add up to dimension 0}}
   %0:2 = onnx.node "Split"(%x) opset 11 {split = [3, 3]} : (tensor<7xf32>) -> (tensor<*xf32>, tensor<*xf32>)
   return %0#0, %0#1 : tensor<*xf32>, tensor<*xf32>
 }
@@ -211,7 +214,7 @@ func.func @slice_step_zero(%x: tensor<4xf32>) -> tensor<*xf32> {
   %e = onnx.constant dense<[4]> : tensor<1xi64>
   %a = onnx.constant dense<[0]> : tensor<1xi64>
   %p = onnx.constant dense<[0]> : tensor<1xi64>
-  // expected-error @+1 {{node '' (Slice): step is 0}}
+  // expected-error @+1 {{(Slice): step is 0}}
   %0 = onnx.node "Slice"(%x, %s, %e, %a, %p) opset 13 {} : (tensor<4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -219,7 +222,7 @@ func.func @slice_step_zero(%x: tensor<4xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @softmax_axis(%x: tensor<2x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Softmax): axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{(Softmax): axis 2 is out of range for rank 2}}
   %0 = onnx.node "Softmax"(%x) opset 13 {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -227,7 +230,7 @@ func.func @softmax_axis(%x: tensor<2x3xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @cast_string(%x: tensor<2xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Cast): cast to ONNX data type 8 is not supported}}
+  // expected-error @+1 {{(Cast): cast to ONNX data type 8 is not supported}}
   %0 = onnx.node "Cast"(%x) opset 13 {to = 8 : i64} : (tensor<2xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -235,7 +238,7 @@ func.func @cast_string(%x: tensor<2xf32>) -> tensor<*xf32> {
 // -----
 
 func.func @maxpool_indices(%x: tensor<1x1x4x4xf32>) -> tensor<*xi64> {
-  // expected-error @+1 {{node '' (MaxPool): output 1 is not supported}}
+  // expected-error @+1 {{(MaxPool): output 1 is not supported}}
   %0:2 = onnx.node "MaxPool"(%x) opset 12 {kernel_shape = [2, 2]} : (tensor<1x1x4x4xf32>) -> (tensor<*xf32>, tensor<*xi64>)
   return %0#1 : tensor<*xi64>
 }
@@ -243,7 +246,7 @@ func.func @maxpool_indices(%x: tensor<1x1x4x4xf32>) -> tensor<*xi64> {
 // -----
 
 func.func @batchnorm_saved_stats(%x: tensor<2x3x4xf32>, %s: tensor<3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (BatchNormalization): the saved_mean/saved_var outputs are not supported}}
+  // expected-error @+1 {{(BatchNormalization): the saved_mean/saved_var outputs are not supported}}
   %0:5 = onnx.node "BatchNormalization"(%x, %s, %s, %s, %s) opset 9 {} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %0#3 : tensor<*xf32>
 }
@@ -251,7 +254,7 @@ func.func @batchnorm_saved_stats(%x: tensor<2x3x4xf32>, %s: tensor<3xf32>) -> te
 // -----
 
 func.func @dropout_ratio_input(%x: tensor<4xf32>, %r: tensor<f32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (Dropout): ratio (input 1) must be a constant or computable from constants}}
+  // expected-error @+1 {{(Dropout): ratio (input 1) must be a constant or computable from constants}}
   %0 = onnx.node "Dropout"(%x, %r) opset 13 {} : (tensor<4xf32>, tensor<f32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -259,7 +262,7 @@ func.func @dropout_ratio_input(%x: tensor<4xf32>, %r: tensor<f32>) -> tensor<*xf
 // -----
 
 func.func @loss_labels(%s: tensor<4x10xf32>, %l: tensor<5xi64>) -> tensor<*xf32> {
-  // expected-error @+1 {{node '' (SoftmaxCrossEntropyLoss): labels must have shape [4] for logits 'tensor<4x10xf32>', got 'tensor<5xi64>'}}
+  // expected-error @+1 {{(SoftmaxCrossEntropyLoss): labels must have shape [4] for logits 'tensor<4x10xf32>', got 'tensor<5xi64>'}}
   %0 = onnx.node "SoftmaxCrossEntropyLoss"(%s, %l) opset 13 {} : (tensor<4x10xf32>, tensor<5xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
@@ -268,7 +271,7 @@ func.func @loss_labels(%s: tensor<4x10xf32>, %l: tensor<5xi64>) -> tensor<*xf32>
 
 func.func @pad_reflect(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %p = onnx.constant dense<[0, 3, 0, 0]> : tensor<4xi64>
-  // expected-error @+1 {{node '' (Pad): reflect padding of dim 1 must be smaller than its size}}
+  // expected-error @+1 {{(Pad): reflect padding of dim 1 must be smaller than its size}}
   %0 = onnx.node "Pad"(%x, %p) opset 13 {mode = "reflect"} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }

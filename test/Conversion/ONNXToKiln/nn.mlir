@@ -250,6 +250,22 @@ func.func @dropout_train(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1
 
 // -----
 
+// Two Dropouts whose names were lost (IR printed without locations) still get
+// distinct mask streams, keyed by their source positions.
+// CHECK-LABEL: func.func @dropout_unnamed
+// CHECK: kiln.dropout %{{.*}} {ratio = 5.000000e-01 : f32, seed = [[S1:[0-9]+]] : i64}
+// CHECK-NOT: seed = [[S1]] :
+// CHECK: kiln.dropout %{{.*}} {ratio = 5.000000e-01 : f32, seed = {{[0-9]+}} : i64}
+func.func @dropout_unnamed(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %r = onnx.node "Constant"() opset 13 {value = dense<5.000000e-01> : tensor<f32>} : () -> tensor<f32>
+  %t = onnx.constant dense<true> : tensor<i1>
+  %0 = onnx.node "Dropout"(%x, %r, %t) opset 13 {} : (tensor<4x8xf32>, tensor<f32>, tensor<i1>) -> tensor<4x8xf32>
+  %1 = onnx.node "Dropout"(%x, %r, %t) opset 13 {} : (tensor<4x8xf32>, tensor<f32>, tensor<i1>) -> tensor<4x8xf32>
+  return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Dropout in inference (no or a false training_mode, and every opset before
 // 12) is the identity with an all-true mask.
 // CHECK-LABEL: func.func @dropout_inference

@@ -32,6 +32,17 @@ std::string NodeOp::getNodeName() {
   return "";
 }
 
+std::string NodeOp::getNodeKey() {
+  std::string name = getNodeName();
+  if (!name.empty())
+    return name;
+  if (auto file = dyn_cast<FileLineColLoc>(getLoc()))
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  return "";
+}
+
 Type kiln::onnx::getElementType(MLIRContext *ctx, int64_t dataType) {
   Builder b(ctx);
   switch (dataType) {

@@ -38,6 +38,9 @@ def ONNX_NodeOp : ONNX_Op<"node"> {
   let extraClassDeclaration = [{
     /// The node's name (from its location), or "" when it had none.
     std::string getNodeName();
+    /// A key naming this node stably: its name, or, for a node read from a
+    /// .mlir file printed without locations, its `file:line:col`.
+    std::string getNodeKey();
     /// The attribute `name` of the ONNX node, or null.
     ::mlir::Attribute getONNXAttr(::llvm::StringRef name) {
       return getAttrs().get(name);
