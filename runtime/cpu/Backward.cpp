@@ -3,13 +3,22 @@
 //
 // The kernels of the ops --kiln-autodiff and --kiln-attach-optimizer add
 // (docs/Training.md has their semantics): pointwise gradients, softmax and
-// normalisation gradients, convolution and pooling gradients (direct loops),
-// scatter gradients of gather and slice, loss gradients, and the sgd /
-// momentum / adam updates with torch.optim's formulas. f32 and f64. Every
-// parallel loop writes disjoint outputs, so results do not depend on the
-// thread count. Optimizer kernels read element i of every input before
+// normalisation gradients, convolution and pooling gradients, scatter
+// gradients of gather and slice, loss gradients, and the sgd / momentum /
+// adam updates with torch.optim's formulas. f32 and f64.
+//
+// In f32 the convolution gradients run on oneDNN's convolution_backward_data
+// / _weights primitives (blocked layouts of its choice, with reorders built at
+// factory time, as the forward conv does), and max/avg pooling gradients on
+// pooling_v2_backward (max pooling re-runs the forward in training mode for
+// the argmax workspace: the kernel gets x, not the forward's indices). f64
+// keeps the direct loops, accumulating in double: they are the reference the
+// f32 path is tested against and what the finite-difference check runs.
+// Every parallel loop writes disjoint outputs, so results do not depend on
+// the thread count. Optimizer kernels read element i of every input before
 // writing element i, so their outputs may alias their inputs.
 //===----------------------------------------------------------------------===//
+#include "Dnnl.h"
 #include "Kernels.h"
 #include "Loops.h"
 
@@ -19,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 
 namespace kiln::rt::cpu {
 namespace {
@@ -329,10 +339,12 @@ std::unique_ptr<Kernel> makeBatchNormTrainGrad(const KernelSpec &spec) {
 // Convolution (direct loops over up to 3 spatial dims)
 //===----------------------------------------------------------------------===//
 
+/// Spatial arrays hold the last `nsp` entries; leading ones are neutral.
 struct ConvGeom {
+  int nsp = 0;
   int64_t N = 0, C = 0, O = 0, G = 1, cpg = 0, opg = 0;
   std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1},
-      d{1, 1, 1}, p{0, 0, 0};
+      d{1, 1, 1}, p{0, 0, 0}, ph{0, 0, 0};
   int64_t inSize() const { return in[0] * in[1] * in[2]; }
   int64_t outSize() const { return out[0] * out[1] * out[2]; }
   int64_t kSize() const { return k[0] * k[1] * k[2]; }
@@ -344,6 +356,7 @@ ConvGeom convGeom(const KernelSpec &spec, const TensorDesc &x, const TensorDesc 
   if (nsp < 1 || nsp > 3 || w.rank() != x.rank() || y.rank() != x.rank())
     fail(spec, "input, weight and dy need rank 3 to 5");
   ConvGeom g;
+  g.nsp = (int)nsp;
   g.N = x.shape[0];
   g.C = x.shape[1];
   g.O = w.shape[0];
@@ -366,6 +379,7 @@ ConvGeom convGeom(const KernelSpec &spec, const TensorDesc &x, const TensorDesc 
     g.s[off + i] = st[i];
     g.d[off + i] = di[i];
     g.p[off + i] = pa[i];
+    g.ph[off + i] = pa[i + nsp];
     int64_t span = di[i] * (w.shape[2 + i] - 1) + 1;
     int64_t want = (x.shape[2 + i] + pa[i] + pa[i + nsp] - span) / st[i] + 1;
     if (st[i] < 1 || di[i] < 1 || want != y.shape[2 + i])
@@ -401,13 +415,135 @@ template <typename F> inline void forTaps(const ConvGeom &g, F &&f) {
     }
 }
 
+/// conv_input_grad (dy, w -> dx) or conv_weight_grad (x, dy -> dw) in f32
+/// on oneDNN's backward primitives.
+class DnnlConvGrad {
+public:
+  DnnlConvGrad(const KernelSpec &spec, const ConvGeom &g, bool weights) {
+    try {
+      build(g, weights);
+    } catch (const dnnl::error &e) {
+      throwDnnl(spec, weights ? "convolution backward (weights)"
+                              : "convolution backward (data)", e);
+    }
+  }
+
+  /// Data: a = dy, b = w, r = dx. Weights: a = x, b = dy, r = dw.
+  void run(const float *a, const float *b, float *r) {
+    dnnl::stream &st = dnnlStream();
+    a_.user.set_data_handle(const_cast<float *>(a));
+    b_.user.set_data_handle(const_cast<float *>(b));
+    r_.user.set_data_handle(r);
+    if (a_.reordered)
+      a_.reorder.execute(st, a_.user, a_.prim);
+    if (b_.reordered)
+      b_.reorder.execute(st, b_.user, b_.prim);
+    prim_.execute(st, args_);
+    if (r_.reordered)
+      r_.reorder.execute(st, r_.prim, r_.user);
+    st.wait();
+  }
+
+private:
+  void build(const ConvGeom &g, bool weights) {
+    using dnnl::memory;
+    memory::dims sd = {g.N, g.C}, dd = {g.N, g.O}, wd, strides, dil, pl, pr;
+    wd = g.G > 1 ? memory::dims{g.G, g.opg, g.cpg} : memory::dims{g.O, g.cpg};
+    for (int i = 3 - g.nsp; i < 3; ++i) {
+      sd.push_back(g.in[i]);
+      dd.push_back(g.out[i]);
+      wd.push_back(g.k[i]);
+      strides.push_back(g.s[i]);
+      dil.push_back(g.d[i] - 1); // oneDNN counts the holes
+      pl.push_back(g.p[i]);
+      pr.push_back(g.ph[i]);
+    }
+    auto f32 = memory::data_type::f32;
+    auto any = memory::format_tag::any;
+    memory::desc anyS(sd, f32, any), anyW(wd, f32, any), anyD(dd, f32, any);
+    dnnl::engine &eng = dnnlEngine();
+    dnnl::primitive_attr attr = userScratchpadAttr();
+    // The backward primitives take the forward's descriptor as a hint.
+    dnnl::convolution_forward::primitive_desc hint(
+        dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_training,
+            dnnl::algorithm::convolution_direct, anyS, anyW, anyD, strides, dil,
+            pl, pr),
+        eng);
+    memory::desc pad;
+    if (weights) {
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(
+              dnnl::algorithm::convolution_direct, anyS, anyW, anyD, strides,
+              dil, pl, pr),
+          attr, eng, hint);
+      prim_ = dnnl::convolution_backward_weights(pd);
+      a_.init(plainF32(sd), pd.src_desc(), true);
+      b_.init(plainF32(dd), pd.diff_dst_desc(), true);
+      r_.init(plainF32(wd), pd.diff_weights_desc(), false);
+      pad = pd.scratchpad_desc();
+      args_ = {{DNNL_ARG_SRC, a_.prim},
+               {DNNL_ARG_DIFF_DST, b_.prim},
+               {DNNL_ARG_DIFF_WEIGHTS, r_.prim}};
+    } else {
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(
+              dnnl::algorithm::convolution_direct, anyS, anyW, anyD, strides,
+              dil, pl, pr),
+          attr, eng, hint);
+      prim_ = dnnl::convolution_backward_data(pd);
+      a_.init(plainF32(dd), pd.diff_dst_desc(), true);
+      b_.init(plainF32(wd), pd.weights_desc(), true);
+      r_.init(plainF32(sd), pd.diff_src_desc(), false);
+      pad = pd.scratchpad_desc();
+      args_ = {{DNNL_ARG_DIFF_DST, a_.prim},
+               {DNNL_ARG_WEIGHTS, b_.prim},
+               {DNNL_ARG_DIFF_SRC, r_.prim}};
+    }
+    scratch_.resize(pad.get_size());
+    args_[DNNL_ARG_SCRATCHPAD] = memory(pad, eng, scratch_.data());
+  }
+
+  dnnl::primitive prim_;
+  Staged a_, b_, r_;
+  Scratch scratch_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// A conv gradient kernel on oneDNN (f32 with work to do); otherwise
+/// `direct`, the double-accumulating loop.
+class ConvGradKernel final : public Kernel {
+public:
+  ConvGradKernel(std::unique_ptr<DnnlConvGrad> dnnl, std::unique_ptr<Kernel> direct)
+      : dnnl_(std::move(dnnl)), direct_(std::move(direct)) {}
+  void run(ExecContext &ctx, const void *const *in, void *const *out) override {
+    if (dnnl_)
+      dnnl_->run(static_cast<const float *>(in[0]),
+                 static_cast<const float *>(in[1]), static_cast<float *>(out[0]));
+    else
+      direct_->run(ctx, in, out);
+  }
+
+private:
+  std::unique_ptr<DnnlConvGrad> dnnl_;
+  std::unique_ptr<Kernel> direct_;
+};
+
+std::unique_ptr<Kernel> convGradKernel(const KernelSpec &spec, const ConvGeom &g,
+                                       bool weights, std::unique_ptr<Kernel> direct) {
+  std::unique_ptr<DnnlConvGrad> dnnl;
+  if (spec.inputs[0]->dtype == DType::F32 && g.N > 0 && g.C > 0 && g.O > 0)
+    dnnl = std::make_unique<DnnlConvGrad>(spec, g, weights);
+  return std::make_unique<ConvGradKernel>(std::move(dnnl), std::move(direct));
+}
+
 std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "dy");
   need(spec, spec.inputs[1], "weight");
   need(spec, spec.outputs[0], "the result");
   ConvGeom g = convGeom(spec, *spec.outputs[0], *spec.inputs[1], *spec.inputs[0]);
-  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+  auto direct = byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     return make([g](ExecContext &, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]), *w = static_cast<const T *>(in[1]);
@@ -433,6 +569,7 @@ std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
       });
     });
   });
+  return convGradKernel(spec, g, false, std::move(direct));
 }
 
 std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec) {
@@ -441,7 +578,7 @@ std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec) {
   need(spec, spec.inputs[1], "dy");
   need(spec, spec.outputs[0], "the result");
   ConvGeom g = convGeom(spec, *spec.inputs[0], *spec.outputs[0], *spec.inputs[1]);
-  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+  auto direct = byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     return make([g](ExecContext &, const void *const *in, void *const *out) {
       const T *x = static_cast<const T *>(in[0]), *dy = static_cast<const T *>(in[1]);
@@ -465,14 +602,20 @@ std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec) {
       });
     });
   });
+  return convGradKernel(spec, g, true, std::move(direct));
 }
 
 //===----------------------------------------------------------------------===//
 // Pooling
 //===----------------------------------------------------------------------===//
 
+/// Spatial arrays hold the last `nsp` entries; leading ones are neutral.
 struct PoolG {
+  int nsp = 0;
+  int64_t batch = 0, channels = 0;
   int64_t planes = 0;
+  bool emptyWindow = false; // some window has no real element
+  bool anyCeilPad = false;
   std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1},
       d{1, 1, 1}, p{0, 0, 0}, ph{0, 0, 0}, cp{0, 0, 0};
   bool includePad = false;
@@ -485,6 +628,9 @@ PoolG poolGeom(const KernelSpec &spec, const TensorDesc &x, const TensorDesc &y,
       x.shape[1] != y.shape[1])
     fail(spec, "input and dy must be [N, C, D...] alike");
   PoolG g;
+  g.nsp = (int)nsp;
+  g.batch = x.shape[0];
+  g.channels = x.shape[1];
   g.planes = x.shape[0] * x.shape[1];
   auto k = spec.attrs.getInts("kernel"), st = spec.attrs.getInts("strides"),
        di = spec.attrs.getInts("dilations"), pa = spec.attrs.getInts("padding");
@@ -507,12 +653,141 @@ PoolG poolGeom(const KernelSpec &spec, const TensorDesc &x, const TensorDesc &y,
     g.p[off + i] = pa[i];
     g.ph[off + i] = pa[i + nsp];
     g.cp[off + i] = cp.empty() ? 0 : cp[i];
+    g.anyCeilPad |= g.cp[off + i] > 0;
     int64_t span = di[i] * (k[i] - 1) + 1;
     if (st[i] < 1 || di[i] < 1 ||
         (x.shape[2 + i] + pa[i] + pa[i + nsp] - span) / st[i] + 1 != y.shape[2 + i])
       fail(spec, "dy's spatial size does not match the pooling");
+    for (int64_t o = 0; o < y.shape[2 + i]; ++o) {
+      bool real = false;
+      for (int64_t t = 0; t < k[i] && !real; ++t) {
+        int64_t pos = o * st[i] - pa[i] + t * di[i];
+        real = pos >= 0 && pos < x.shape[2 + i];
+      }
+      g.emptyWindow |= !real;
+    }
   }
   return g;
+}
+
+/// max_pool_grad (dy, x -> dx) or avg_pool_grad (dy -> dx) in f32 on
+/// oneDNN's pooling_v2_backward, on the plain layouts. Max pooling first
+/// re-runs the forward in training mode to get the argmax workspace.
+class DnnlPoolGrad {
+public:
+  /// Null when oneDNN does not compute `g` the way the direct loop does.
+  static std::unique_ptr<DnnlPoolGrad> create(const PoolG &g, bool isMax) {
+    if (g.planes == 0 || g.emptyWindow || (!isMax && g.includePad && g.anyCeilPad))
+      return nullptr;
+    try {
+      return std::unique_ptr<DnnlPoolGrad>(new DnnlPoolGrad(g, isMax));
+    } catch (const dnnl::error &) {
+      return nullptr; // the direct loop computes it
+    }
+  }
+
+  void run(const float *dy, const float *x, float *dx) {
+    dnnl::stream &st = dnnlStream();
+    if (isMax_) {
+      src_.set_data_handle(const_cast<float *>(x));
+      fwd_.execute(st, fwdArgs_);
+    }
+    diffDst_.set_data_handle(const_cast<float *>(dy));
+    diffSrc_.set_data_handle(dx);
+    bwd_.execute(st, bwdArgs_);
+    st.wait();
+  }
+
+private:
+  DnnlPoolGrad(const PoolG &g, bool isMax) : isMax_(isMax) {
+    using dnnl::memory;
+    memory::dims sd = {g.batch, g.channels}, dd = {g.batch, g.channels}, k, s,
+                 d, pl, pr;
+    for (int i = 3 - g.nsp; i < 3; ++i) {
+      sd.push_back(g.in[i]);
+      dd.push_back(g.out[i]);
+      k.push_back(g.k[i]);
+      s.push_back(g.s[i]);
+      d.push_back(g.d[i] - 1); // oneDNN counts the holes
+      pl.push_back(g.p[i]);
+      pr.push_back(g.ph[i]);
+    }
+    dnnl::algorithm alg = isMax ? dnnl::algorithm::pooling_max
+                          : g.includePad
+                              ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
+    dnnl::engine &eng = dnnlEngine();
+    memory::desc smd = plainF32(sd), dmd = plainF32(dd);
+    dnnl::pooling_v2_forward::primitive_desc fpd(
+        dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training, alg,
+                                       smd, dmd, s, k, d, pl, pr),
+        userScratchpadAttr(), eng);
+    dnnl::pooling_v2_backward::primitive_desc bpd(
+        dnnl::pooling_v2_backward::desc(alg, smd, dmd, s, k, d, pl, pr),
+        userScratchpadAttr(), eng, fpd);
+    bwd_ = dnnl::pooling_v2_backward(bpd);
+    diffDst_ = memory(dmd, eng, nullptr);
+    diffSrc_ = memory(smd, eng, nullptr);
+    size_t padBytes = bpd.scratchpad_desc().get_size();
+    if (isMax) {
+      fwd_ = dnnl::pooling_v2_forward(fpd);
+      src_ = memory(smd, eng, nullptr);
+      dstBuf_.resize(dmd.get_size());
+      wsBuf_.resize(fpd.workspace_desc().get_size());
+      padBytes = std::max(padBytes, fpd.scratchpad_desc().get_size());
+    }
+    // The two primitives run one after the other, so they share a scratchpad.
+    scratch_.resize(padBytes);
+    bwdArgs_ = {{DNNL_ARG_DIFF_DST, diffDst_},
+                {DNNL_ARG_DIFF_SRC, diffSrc_},
+                {DNNL_ARG_SCRATCHPAD,
+                 memory(bpd.scratchpad_desc(), eng, scratch_.data())}};
+    if (isMax) {
+      memory ws(fpd.workspace_desc(), eng, wsBuf_.data());
+      fwdArgs_ = {{DNNL_ARG_SRC, src_},
+                  {DNNL_ARG_DST, memory(dmd, eng, dstBuf_.data())},
+                  {DNNL_ARG_WORKSPACE, ws},
+                  {DNNL_ARG_SCRATCHPAD,
+                   memory(fpd.scratchpad_desc(), eng, scratch_.data())}};
+      bwdArgs_[DNNL_ARG_WORKSPACE] = ws;
+    }
+  }
+
+  bool isMax_;
+  dnnl::pooling_v2_forward fwd_;
+  dnnl::pooling_v2_backward bwd_;
+  dnnl::memory src_, diffDst_, diffSrc_;
+  Scratch dstBuf_, wsBuf_, scratch_;
+  std::unordered_map<int, dnnl::memory> fwdArgs_, bwdArgs_;
+};
+
+/// A pooling gradient kernel on oneDNN where it applies, else `direct`.
+class PoolGradKernel final : public Kernel {
+public:
+  PoolGradKernel(std::unique_ptr<DnnlPoolGrad> dnnl, std::unique_ptr<Kernel> direct,
+                 bool isMax)
+      : dnnl_(std::move(dnnl)), direct_(std::move(direct)), isMax_(isMax) {}
+  void run(ExecContext &ctx, const void *const *in, void *const *out) override {
+    if (dnnl_)
+      dnnl_->run(static_cast<const float *>(in[0]),
+                 isMax_ ? static_cast<const float *>(in[1]) : nullptr, // avg: dy only
+                 static_cast<float *>(out[0]));
+    else
+      direct_->run(ctx, in, out);
+  }
+
+private:
+  std::unique_ptr<DnnlPoolGrad> dnnl_;
+  std::unique_ptr<Kernel> direct_;
+  bool isMax_;
+};
+
+std::unique_ptr<Kernel> poolGradKernel(const KernelSpec &spec, const PoolG &g,
+                                       bool isMax, std::unique_ptr<Kernel> direct) {
+  std::unique_ptr<DnnlPoolGrad> dnnl;
+  if (spec.inputs[0]->dtype == DType::F32)
+    dnnl = DnnlPoolGrad::create(g, isMax);
+  return std::make_unique<PoolGradKernel>(std::move(dnnl), std::move(direct), isMax);
 }
 
 std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
@@ -521,7 +796,7 @@ std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
   need(spec, spec.inputs[1], "x");
   sameDesc(spec, spec.outputs[0], spec.inputs[1], "the result");
   PoolG g = poolGeom(spec, *spec.inputs[1], *spec.inputs[0], false);
-  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+  auto direct = byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     return make([g](ExecContext &, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]), *x = static_cast<const T *>(in[1]);
@@ -562,6 +837,7 @@ std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
       });
     });
   });
+  return poolGradKernel(spec, g, true, std::move(direct));
 }
 
 std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec) {
@@ -592,7 +868,7 @@ std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec) {
       dv[i].push_back(g.includePad ? counted : h - l);
     }
   }
-  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+  auto direct = byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     return make([g, lo, hi, dv](ExecContext &, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]);
@@ -625,6 +901,7 @@ std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec) {
       });
     });
   });
+  return poolGradKernel(spec, g, false, std::move(direct));
 }
 
 //===----------------------------------------------------------------------===//

@@ -226,29 +226,6 @@ void runDirect(const ConvGeom &g, const T *x, const T *w, T *y) {
     convDirect(g, x, w, y);
 }
 
-/// A plain user tensor and, when the primitive wants another layout, the
-/// primitive-side memory with the reorder between them.
-struct Staged {
-  memory user, prim;
-  dnnl::reorder reorder;
-  Scratch buf;
-  bool reordered = false;
-
-  void init(const memory::desc &userMd, const memory::desc &primMd,
-            bool toPrim) {
-    dnnl::engine &eng = dnnlEngine();
-    user = memory(userMd, eng, nullptr);
-    if (primMd == userMd) {
-      prim = user;
-      return;
-    }
-    reordered = true;
-    buf.resize(primMd.get_size());
-    prim = memory(primMd, eng, buf.data());
-    reorder = toPrim ? dnnl::reorder(user, prim) : dnnl::reorder(prim, user);
-  }
-};
-
 /// f32 conv / conv_transpose through oneDNN.
 class DnnlConv {
 public:

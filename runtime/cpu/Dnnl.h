@@ -97,6 +97,29 @@ inline dnnl::primitive_attr userScratchpadAttr() {
   return attr;
 }
 
+/// A plain user tensor and, when the primitive wants another layout, the
+/// primitive-side memory with the reorder between them.
+struct Staged {
+  dnnl::memory user, prim;
+  dnnl::reorder reorder;
+  Scratch buf;
+  bool reordered = false;
+
+  void init(const dnnl::memory::desc &userMd, const dnnl::memory::desc &primMd,
+            bool toPrim) {
+    dnnl::engine &eng = dnnlEngine();
+    user = dnnl::memory(userMd, eng, nullptr);
+    if (primMd == userMd) {
+      prim = user;
+      return;
+    }
+    reordered = true;
+    buf.resize(primMd.get_size());
+    prim = dnnl::memory(primMd, eng, buf.data());
+    reorder = toPrim ? dnnl::reorder(user, prim) : dnnl::reorder(prim, user);
+  }
+};
+
 /// Loads `n` 16-bit floats (f16 or bf16) as f32, in parallel when large.
 inline void widen16(bool isHalf, const uint16_t *src, float *dst, int64_t n) {
   if (isHalf) {
