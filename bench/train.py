@@ -3,11 +3,16 @@
 # run: same model, batch, optimizer (Adam) and thread count.
 #
 #   /usr/bin/python3 bench/train.py [--bin build/bin] [--batch 128]
-#       [--threads 2] [--steps 60] [--models mlp,cnn,gpt]
+#       [--threads 2] [--steps 60] [--models mlp,cnn,resnet18,gpt]
+#
+# resnet18 is torchvision's, 10 classes, on 3x32x32 input, at batch
+# --resnet-batch (32 unless given) for a quarter of --steps (its step is
+# ~100x the others').
 #
 # Kiln's time is the median step_ms of its --metrics (the step alone, data
 # prefetched on another thread); PyTorch's is the median of forward +
-# backward + optimizer.step. The first 10 steps of each are warm-up.
+# backward + optimizer.step. The first 10 steps of each (3 of
+# resnet18's) are warm-up.
 import argparse
 import json
 import os
@@ -31,6 +36,10 @@ def model_and_data(name, batch, n):
         m, shape, kind, classes = em.MLP(), (784,), "f", 10
     elif name == "cnn":
         m, shape, kind, classes = em.CNN(), (1, 28, 28), "f", 10
+    elif name == "resnet18":
+        import torchvision
+        m = torchvision.models.resnet18(weights=None, num_classes=10)
+        shape, kind, classes = (3, 32, 32), "f", 10
     elif name == "gpt":
         m, shape, kind, classes = em.GPT(dropout=0.0), (16,), "i", 64
     else:
@@ -50,17 +59,22 @@ def main():
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--models", default="mlp,cnn,gpt")
+    p.add_argument("--resnet-batch", type=int, default=32)
+    p.add_argument("--models", default="mlp,cnn,resnet18,gpt")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     work = tempfile.mkdtemp(prefix="kiln-bench-train-")
-    print("%-5s %6s %12s %12s %8s" % ("model", "batch", "kiln ms", "torch ms", "ratio"))
+    print("%-9s %6s %12s %12s %8s" % ("model", "batch", "kiln ms", "torch ms", "ratio"))
     for name in a.models.split(","):
         torch.manual_seed(0)
-        m, x, y, in_name = model_and_data(name, a.batch, a.batch * a.steps)
+        batch, steps = a.batch, a.steps
+        if name == "resnet18":
+            batch, steps = a.resnet_batch, max(12, a.steps // 4)
+        warm = 10 if steps >= 30 else 3
+        m, x, y, in_name = model_and_data(name, batch, batch * steps)
         m.train()
         onnx_path = os.path.join(work, name + ".onnx")
-        torch.onnx.export(m, (torch.from_numpy(x[:a.batch]),), onnx_path, opset_version=17,
+        torch.onnx.export(m, (torch.from_numpy(x[:batch]),), onnx_path, opset_version=17,
                           training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=[in_name],
                           output_names=["logits"])
@@ -68,30 +82,30 @@ def main():
         np.save(os.path.join(work, "y.npy"), y)
         exe = os.path.join(work, name + ".train")
         subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
-                        "--batch-size", str(a.batch), "--loss", "cross-entropy",
+                        "--batch-size", str(batch), "--loss", "cross-entropy",
                         "--optimizer", "adam", "--lr", "0.001"],
                        check=True, capture_output=True)
         met = os.path.join(work, name + ".jsonl")
         subprocess.run([exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
                         "--data", "labels=" + os.path.join(work, "y.npy"),
-                        "--steps", str(a.steps), "--metrics", met, "--log-every", "0",
+                        "--steps", str(steps), "--metrics", met, "--log-every", "0",
                         "--threads", str(a.threads), "--no-shuffle"],
                        check=True, capture_output=True)
-        kiln = [json.loads(l)["step_ms"] for l in open(met)][10:]
+        kiln = [json.loads(l)["step_ms"] for l in open(met)][warm:]
         opt = torch.optim.Adam(m.parameters(), lr=1e-3)
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         times = []
-        for s in range(a.steps):
+        for s in range(steps):
             t = time.perf_counter()
-            logits = m(xt[s * a.batch:(s + 1) * a.batch])
+            logits = m(xt[s * batch:(s + 1) * batch])
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                   yt[s * a.batch:(s + 1) * a.batch].reshape(-1))
+                                   yt[s * batch:(s + 1) * batch].reshape(-1))
             opt.zero_grad()
             loss.backward()
             opt.step()
             times.append((time.perf_counter() - t) * 1e3)
-        k, t = float(np.median(kiln)), float(np.median(times[10:]))
-        print("%-5s %6d %12.2f %12.2f %8.2f" % (name, a.batch, k, t, k / t), flush=True)
+        k, t = float(np.median(kiln)), float(np.median(times[warm:]))
+        print("%-9s %6d %12.2f %12.2f %8.2f" % (name, batch, k, t, k / t), flush=True)
 
 
 if __name__ == "__main__":

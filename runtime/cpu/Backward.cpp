@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <unordered_map>
 
 namespace kiln::rt::cpu {
@@ -968,22 +969,31 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   std::vector<int64_t> xstr(r, 1);
   for (int64_t i = (int64_t)r - 2; i >= 0; --i)
     xstr[i] = xstr[i + 1] * xs[i + 1];
-  int64_t ny = spec.inputs[0]->numel(), nx = spec.outputs[0]->numel();
+  // Walk dy (contiguous) and its place in dx (strided) together.
+  std::vector<int64_t> ystr(r, 1), dstr(r), base(2, 0);
+  for (int64_t i = (int64_t)r - 2; i >= 0; --i)
+    ystr[i] = ystr[i + 1] * ys[i + 1];
+  for (size_t i = 0; i < r; ++i) {
+    dstr[i] = sp[i] * xstr[i];
+    base[1] += (ys[i] > 0 ? st[i] : 0) * xstr[i];
+  }
+  loops::Walk walk(ys, {ystr, dstr}, base);
+  int64_t nx = spec.outputs[0]->numel();
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     return make([=](ExecContext &, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]);
       T *dx = static_cast<T *>(out[0]);
-      std::memset(dx, 0, sizeof(T) * nx);
-      for (int64_t j = 0; j < ny; ++j) {
-        int64_t rem = j, off = 0;
-        for (int64_t i = (int64_t)r - 1; i >= 0; --i) {
-          int64_t c = rem % ys[i];
-          rem /= ys[i];
-          off += (st[i] + c * sp[i]) * xstr[i];
-        }
-        dx[off] = dy[j];
-      }
+      parallelRange(nx, nx, [&](int64_t b, int64_t e) {
+        std::memset(dx + b, 0, sizeof(T) * (e - b));
+      });
+      const int64_t s = walk.inner(1);
+      walk.parallelRuns([&](const int64_t *off, int64_t n) {
+        const T *py = dy + off[0];
+        T *px = dx + off[1];
+        for (int64_t i = 0; i < n; ++i)
+          px[i * s] = py[i];
+      });
     });
   });
 }
@@ -1168,23 +1178,34 @@ std::unique_ptr<Kernel> makeAdam(const KernelSpec &spec) {
       T decay = T(1 - lr * wd);
       T *po = static_cast<T *>(out[0]), *mo = static_cast<T *>(out[1]),
         *vo = static_cast<T *>(out[2]);
-      parallelRange(n, n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          T pi = p[i], gi = g[i];
-          if (decoupled) {
-            if (wd != 0)
+      // The weight-decay form is a compile-time choice, so the loop has no
+      // branches and vectorizes.
+      auto update = [&](auto decoupledWd, auto coupledWd) {
+        parallelRange(n, n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) {
+            T pi = p[i], gi = g[i];
+            if constexpr (decltype(decoupledWd)::value)
               pi = pi * decay;
-          } else if (wd != 0) {
-            gi = gi + wdT * pi;
+            if constexpr (decltype(coupledWd)::value)
+              gi = gi + wdT * pi;
+            T mi = m[i] * b1T + gi * omb1;
+            T vi = v[i] * b2T + omb2 * gi * gi;
+            T denom = std::sqrt(vi) / bc2T + epsT;
+            mo[i] = mi;
+            vo[i] = vi;
+            po[i] = pi + stepSize * (mi / denom);
           }
-          T mi = m[i] * b1T + gi * omb1;
-          T vi = v[i] * b2T + omb2 * gi * gi;
-          T denom = std::sqrt(vi) / bc2T + epsT;
-          mo[i] = mi;
-          vo[i] = vi;
-          po[i] = pi + stepSize * (mi / denom);
-        }
-      });
+        });
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      if (wd == 0)
+        update(No{}, No{});
+      else if (decoupled)
+        update(Yes{}, No{});
+      else
+        update(No{}, Yes{});
     });
   });
 }

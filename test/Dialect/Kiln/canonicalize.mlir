@@ -85,3 +85,65 @@ func.func @identities(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>,
   %3 = kiln.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A 3x3 conv with padding 1 over a 1x1 map: only the centre tap ever reads
+// the input, so the weight is sliced to it and the padding dropped.
+// CHECK-LABEL: func.func @conv_dead_taps_1x1
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x1x1xf32>, %[[W:.*]]: tensor<4x8x3x3xf32>)
+// CHECK: %[[S:.*]] = kiln.slice %[[W]] {limits = array<i64: 4, 8, 2, 2>, starts = array<i64: 0, 0, 1, 1>, strides = array<i64: 1, 1, 1, 1>} : (tensor<4x8x3x3xf32>) -> tensor<4x8x1x1xf32>
+// CHECK: %[[Y:.*]] = kiln.conv %[[X]], %[[S]] {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x8x1x1xf32>, tensor<4x8x1x1xf32>) -> tensor<2x4x1x1xf32>
+// CHECK: return %[[Y]]
+func.func @conv_dead_taps_1x1(%x: tensor<2x8x1x1xf32>, %w: tensor<4x8x3x3xf32>) -> tensor<2x4x1x1xf32> {
+  %0 = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x8x1x1xf32>, tensor<4x8x3x3xf32>) -> tensor<2x4x1x1xf32>
+  return %0 : tensor<2x4x1x1xf32>
+}
+
+// -----
+
+// Stride 2 over 2x2 (ResNet's downsampling 3x3 at its last stage): tap 0
+// reads only the begin padding; taps 1 and 2 stay, with no padding left.
+// CHECK-LABEL: func.func @conv_dead_taps_strided
+// CHECK: kiln.slice %{{.*}} {limits = array<i64: 4, 8, 3, 3>, starts = array<i64: 0, 0, 1, 1>, strides = array<i64: 1, 1, 1, 1>} : (tensor<4x8x3x3xf32>) -> tensor<4x8x2x2xf32>
+// CHECK: kiln.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x8x2x2xf32>, tensor<4x8x2x2xf32>) -> tensor<2x4x1x1xf32>
+func.func @conv_dead_taps_strided(%x: tensor<2x8x2x2xf32>, %w: tensor<4x8x3x3xf32>) -> tensor<2x4x1x1xf32> {
+  %0 = kiln.conv %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x8x2x2xf32>, tensor<4x8x3x3xf32>) -> tensor<2x4x1x1xf32>
+  return %0 : tensor<2x4x1x1xf32>
+}
+
+// -----
+
+// Every tap of a 3x3 / pad 1 conv over 2x2 reads the input somewhere: kept.
+// CHECK-LABEL: func.func @conv_all_taps_live
+// CHECK-NOT: kiln.slice
+// CHECK: kiln.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+func.func @conv_all_taps_live(%x: tensor<2x8x2x2xf32>, %w: tensor<4x8x3x3xf32>) -> tensor<2x4x2x2xf32> {
+  %0 = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x8x2x2xf32>, tensor<4x8x3x3xf32>) -> tensor<2x4x2x2xf32>
+  return %0 : tensor<2x4x2x2xf32>
+}
+
+// -----
+
+// 1-D, dilation 2: of the taps at offsets -2, 0, 2 over a length-1 input,
+// only the middle one reads it.
+// CHECK-LABEL: func.func @conv_dead_taps_dilated
+// CHECK: kiln.slice %{{.*}} {limits = array<i64: 1, 1, 2>, starts = array<i64: 0, 0, 1>, strides = array<i64: 1, 1, 1>} : (tensor<1x1x3xf32>) -> tensor<1x1x1xf32>
+// CHECK: kiln.conv %{{.*}}, %{{.*}} {dilations = array<i64: 2>, groups = 1 : i64, padding = array<i64: 0, 0>, strides = array<i64: 1>} : (tensor<1x1x1xf32>, tensor<1x1x1xf32>) -> tensor<1x1x1xf32>
+func.func @conv_dead_taps_dilated(%x: tensor<1x1x1xf32>, %w: tensor<1x1x3xf32>) -> tensor<1x1x1xf32> {
+  %0 = kiln.conv %x, %w {strides = array<i64: 1>, dilations = array<i64: 2>, padding = array<i64: 2, 2>, groups = 1 : i64} : (tensor<1x1x1xf32>, tensor<1x1x3xf32>) -> tensor<1x1x1xf32>
+  return %0 : tensor<1x1x1xf32>
+}
+
+// -----
+
+// Taps at offsets -3, -1, 1, 3 over a length-2 input: only tap 2 (offset 1)
+// is live, but cropping to it would need a negative begin pad (skipping
+// input element 0), which conv cannot express: kept.
+// CHECK-LABEL: func.func @conv_dead_taps_negative_pad
+// CHECK-NOT: kiln.slice
+// CHECK: kiln.conv %{{.*}}, %{{.*}} {dilations = array<i64: 2>, groups = 1 : i64, padding = array<i64: 3, 2>, strides = array<i64: 1>}
+func.func @conv_dead_taps_negative_pad(%x: tensor<1x1x2xf32>, %w: tensor<1x1x4xf32>) -> tensor<1x1x1xf32> {
+  %0 = kiln.conv %x, %w {strides = array<i64: 1>, dilations = array<i64: 2>, padding = array<i64: 3, 2>, groups = 1 : i64} : (tensor<1x1x2xf32>, tensor<1x1x4xf32>) -> tensor<1x1x1xf32>
+  return %0 : tensor<1x1x1xf32>
+}

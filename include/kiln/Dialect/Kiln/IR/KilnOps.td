@@ -227,6 +227,8 @@ def Kiln_ConvOp : Kiln_InferOp<"conv", [Kiln_Differentiable], ["getFlops"]> {
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
                    DenseI64ArrayAttr:$padding, I64Attr:$groups);
   let results = (outs Kiln_FloatTensor:$result);
+  // Slices off kernel taps that only ever read padding (KilnCanonicalize.cpp).
+  let hasCanonicalizer = 1;
 }
 
 def Kiln_ConvTransposeOp : Kiln_InferOp<"conv_transpose", [], ["getFlops"]> {
