@@ -3,10 +3,13 @@
 //
 // Reverse-mode differentiation of @forward into @train_step. The pass knows
 // no op: which values carry gradients follows from the types and the def-use
-// graph, each op's rule is its DifferentiableOpInterface::buildVJP, and the
-// state an op updates comes from its StatefulOpInterface.
+// graph, each op's rule is its DifferentiableOpInterface::buildVJP (the sweep
+// is kiln::buildGradients, KilnGradients.h), and the state an op updates
+// comes from its StatefulOpInterface.
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "kiln/Dialect/Kiln/IR/KilnGradients.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -30,14 +33,6 @@ std::string argName(func::FuncOp f, unsigned i) {
   if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
     return n.getValue().str();
   return "arg" + std::to_string(i);
-}
-
-/// "op 'kiln.x' (node 'N')" for messages.
-std::string describe(Operation *op) {
-  std::string s = "'" + op->getName().getStringRef().str() + "'";
-  if (auto n = dyn_cast<NameLoc>(op->getLoc()))
-    s += " (node '" + n.getName().getValue().str() + "')";
-  return s;
 }
 
 struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {
@@ -121,52 +116,20 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
                              "reaches the loss")
            << (freeze.empty() ? "" : " (or --freeze matches them all)");
 
-  // Values that depend on a trainable parameter and carry a gradient.
-  for (Operation *op : ops)
-    if (llvm::any_of(op->getOperands(), [&](Value v) { return active.count(v); }))
-      for (Value r : op->getResults())
-        if (isFloatTensor(r.getType()))
-          active.insert(r);
-
   OpBuilder b(ret);
-  llvm::DenseMap<Value, Value> grads;
   auto seedAttr = DenseElementsAttr::get(
       lossType, b.getFloatAttr(lossType.getElementType(), 1.0));
-  grads[loss] = kiln::ConstantOp::create(b, loss.getLoc(), seedAttr);
-
-  for (Operation *op : llvm::reverse(ops)) {
-    SmallVector<Value> rg;
-    bool any = false;
-    for (Value r : op->getResults()) {
-      Value g = active.count(r) && useful.count(r) ? grads.lookup(r) : Value();
-      rg.push_back(g);
-      any |= bool(g);
-    }
-    if (!any)
-      continue;
-    auto d = dyn_cast<kiln::DifferentiableOpInterface>(op);
-    if (!d)
-      return op->emitOpError("is on the path from a trainable parameter to the "
-                             "loss but has no gradient rule (op ")
-             << describe(op) << ")";
-    SmallVector<Value> og;
-    b.setInsertionPoint(ret);
-    if (failed(d.buildVJP(b, rg, og)))
-      return failure();
-    if (og.size() != op->getNumOperands())
-      return op->emitOpError("gradient rule returned ")
-             << og.size() << " gradients for " << op->getNumOperands()
-             << " operands";
-    for (auto [v, g] : llvm::zip(op->getOperands(), og)) {
-      if (!g || !active.count(v))
-        continue;
-      if (g.getType() != v.getType())
-        return op->emitOpError("gradient rule produced ")
-               << g.getType() << " for an operand of type " << v.getType();
-      Value &acc = grads[v];
-      acc = acc ? kiln::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
-    }
-  }
+  Value seed = kiln::ConstantOp::create(b, loss.getLoc(), seedAttr);
+  SmallVector<Value> xs, xGrads;
+  for (unsigned i : trainable)
+    xs.push_back(f.getArgument(i));
+  if (failed(kiln::buildGradients(b, ops, loss, seed, xs, xGrads,
+                                  "a trainable parameter", "the loss")))
+    return failure();
+  llvm::DenseMap<Value, Value> grads;
+  for (auto [x, g] : llvm::zip(xs, xGrads))
+    if (g)
+      grads[x] = g;
 
   // Results: loss, gradients, state updates.
   SmallVector<Value> results = {loss};
