@@ -66,9 +66,18 @@ def run_chunk(kiln_run, folders):
     return results
 
 
+# Failures whose cause is the test's own data, each checked by a lit test.
+KNOWN_BAD_DATA = {
+    "test_adam_multiple": "the expected outputs were computed with epsilon = 0.01, "
+                          "but the model's Adam node has no epsilon attribute (default 1e-6); "
+                          "with epsilon = 0.01 set on the node it passes "
+                          "(test/Conformance/training-ops.test)",
+}
+
+
 def md_escape(s):
     s = s.replace("|", "\\|").replace("\n", " ")
-    return s if len(s) < 400 else s[:400] + "..."
+    return s if len(s) < 600 else s[:600] + "..."
 
 
 def main():
@@ -156,6 +165,8 @@ def main():
         lines.append("| test | reason |")
         lines.append("|---|---|")
         for name, reason in failures[g]:
+            if name in KNOWN_BAD_DATA:
+                reason = "%s. Test data defect: %s" % (reason, KNOWN_BAD_DATA[name])
             lines.append("| %s | %s |" % (name, md_escape(reason)))
         lines.append("")
     with open(opts.out, "w") as fh:

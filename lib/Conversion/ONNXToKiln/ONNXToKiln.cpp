@@ -55,6 +55,7 @@ const ONNXPatternRegistry &kiln::getONNXPatternRegistry() {
     populateONNXLinalgPatterns(r);
     populateONNXNNPatterns(r);
     populateONNXShapePatterns(r);
+    populateONNXTrainingPatterns(r);
     return r;
   }();
   return registry;

@@ -611,10 +611,45 @@ LogicalResult Importer::importNode(int index) {
     inputs.push_back(it->second);
   }
 
+  // ai.onnx.preview.training's Gradient names the tensor it differentiates
+  // (attribute `y`) rather than taking it as an input: that value becomes
+  // the node's last operand. Its inputs must be the tensors `xs` then `zs`
+  // name (Kiln differentiates the graph as it stands, it does not re-run it
+  // on other values), and each gradient has its input's type.
+  bool isGradient = domain == "ai.onnx.preview.training" && node.op_type() == "Gradient";
+  if (isGradient) {
+    std::vector<std::string> named;
+    const proto::AttributeProto *yAttr = nullptr;
+    for (const proto::AttributeProto &attr : node.attribute()) {
+      if (attr.name() == "y")
+        yAttr = &attr;
+      if (attr.name() == "xs" || attr.name() == "zs")
+        for (const std::string &n : attr.strings())
+          named.push_back(n);
+    }
+    if (!yAttr || !yAttr->has_s() || yAttr->s().empty())
+      return fail(loc, desc + " needs the string attribute 'y', the tensor it "
+                              "differentiates");
+    std::vector<std::string> given(node.input().begin(), node.input().end());
+    if (given != named)
+      return fail(loc, desc + ": its inputs must be the tensors its 'xs' and "
+                              "'zs' attributes name, in that order");
+    auto it = values.find(yAttr->s());
+    if (it == values.end())
+      return fail(loc, desc + " differentiates " + quote(yAttr->s()) +
+                           ", which no earlier node, input or initializer "
+                           "defines");
+    inputs.push_back(it->second);
+  }
+
   SmallVector<Type> resultTypes;
   for (const std::string &name : node.output()) {
     if (name.empty()) {
       resultTypes.push_back(builder.getNoneType());
+      continue;
+    }
+    if (isGradient && resultTypes.size() < inputs.size() - 1) {
+      resultTypes.push_back(inputs[resultTypes.size()].getType());
       continue;
     }
     auto type = valueType(name, loc);

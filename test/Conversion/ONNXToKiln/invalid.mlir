@@ -275,3 +275,62 @@ func.func @pad_reflect(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %0 = onnx.node "Pad"(%x, %p) opset 13 {mode = "reflect"} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
+
+// -----
+
+func.func @momentum_no_alpha(%r: tensor<f32>, %t: tensor<i64>, %x: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(Momentum): attribute 'alpha' is required}}
+  %0:2 = onnx.node "Momentum"(%r, %t, %x, %g, %v) domain "ai.onnx.preview.training" opset 1 {beta = 1.0 : f32, mode = "standard", norm_coefficient = 0.0 : f32} : (tensor<f32>, tensor<i64>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %0#0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @momentum_bad_mode(%r: tensor<f32>, %t: tensor<i64>, %x: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(Momentum): mode must be 'standard' or 'nesterov', got 'heavy'}}
+  %0:2 = onnx.node "Momentum"(%r, %t, %x, %g, %v) domain "ai.onnx.preview.training" opset 1 {alpha = 0.9 : f32, beta = 1.0 : f32, mode = "heavy", norm_coefficient = 0.0 : f32} : (tensor<f32>, tensor<i64>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %0#0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @adam_bad_arity(%r: tensor<f32>, %t: tensor<i64>, %x: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(Adam): expects R, T and 4 tensors per optimized tensor, got 5 inputs}}
+  %0:3 = onnx.node "Adam"(%r, %t, %x, %g, %v) domain "ai.onnx.preview.training" opset 1 {} : (tensor<f32>, tensor<i64>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %0#0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @adagrad_shape(%r: tensor<f32>, %t: tensor<i64>, %x: tensor<2xf32>, %g: tensor<3xf32>, %h: tensor<2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(Adagrad): input 3 does not have the shape of the tensor it updates (input 2)}}
+  %0:2 = onnx.node "Adagrad"(%r, %t, %x, %g, %h) domain "ai.onnx.preview.training" opset 1 {} : (tensor<f32>, tensor<i64>, tensor<2xf32>, tensor<3xf32>, tensor<2xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %0#0 : tensor<*xf32>
+}
+
+// -----
+
+func.func @adagrad_int_count(%r: tensor<f32>, %t: tensor<f32>, %x: tensor<2xf32>, %g: tensor<2xf32>, %h: tensor<2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(Adagrad): T (input 1) must be an int64 scalar}}
+  %0:2 = onnx.node "Adagrad"(%r, %t, %x, %g, %h) domain "ai.onnx.preview.training" opset 1 {} : (tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %0#0 : tensor<*xf32>
+}
+
+// -----
+
+// Gradient through an op with no gradient rule names that op.
+func.func @gradient_no_rule(%a: tensor<3xf32>) -> tensor<*xf32> {
+  %m = onnx.node "ReduceMax"(%a) opset 13 {keepdims = 0 : i64} : (tensor<3xf32>) -> tensor<f32>
+  // expected-error @+1 {{(Gradient): 'kiln.reduce_max' op is on the path from an input of Gradient to its 'y' but has no gradient rule}}
+  %g = onnx.node "Gradient"(%a, %m) domain "ai.onnx.preview.training" opset 1 {xs = ["a"], y = "m"} : (tensor<3xf32>, tensor<f32>) -> tensor<*xf32>
+  return %g : tensor<*xf32>
+}
+
+// -----
+
+func.func @gradient_no_xs(%a: tensor<3xf32>) -> tensor<*xf32> {
+  %e = onnx.node "Exp"(%a) opset 13 {} : (tensor<3xf32>) -> tensor<3xf32>
+  // expected-error @+1 {{(Gradient): attribute 'xs' (the tensors to differentiate with respect to) is required}}
+  %g = onnx.node "Gradient"(%a, %e) domain "ai.onnx.preview.training" opset 1 {y = "e"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<*xf32>
+  return %g : tensor<*xf32>
+}

@@ -56,6 +56,7 @@ void populateONNXElementwisePatterns(ONNXPatternRegistry &registry);
 void populateONNXLinalgPatterns(ONNXPatternRegistry &registry);
 void populateONNXNNPatterns(ONNXPatternRegistry &registry);
 void populateONNXShapePatterns(ONNXPatternRegistry &registry);
+void populateONNXTrainingPatterns(ONNXPatternRegistry &registry);
 
 /// What a pattern uses to read a node and build its replacement.
 class NodeRewriter {

@@ -188,5 +188,21 @@ def main():
          "libonnx_crash.onnx", check=False)
 
 
+    # Gradient (ai.onnx.preview.training) whose inputs are not the tensors
+    # its xs attribute names, and one whose y names no tensor.
+    tr = {"ai.onnx.preview.training": 1}
+    fa = helper.make_tensor_value_info("a", TensorProto.FLOAT, [])
+    fb = helper.make_tensor_value_info("b", TensorProto.FLOAT, [])
+    fc = helper.make_tensor_value_info("c", TensorProto.FLOAT, [])
+    fg = helper.make_tensor_value_info("g", TensorProto.FLOAT, [])
+    for name, ins, y in (("gradient_wrong_inputs", ["b"], "c"),
+                         ("gradient_unknown_y", ["a"], "nothing")):
+        nodes = [helper.make_node("Add", ["a", "b"], ["c"], name="add"),
+                 helper.make_node("Gradient", ins, ["g"], name="grad", xs=["a"], y=y,
+                                  domain="ai.onnx.preview.training")]
+        save(model(helper.make_graph(nodes, name, [fa, fb], [fc, fg]), opset=12,
+                   domains=tr), out, name + ".onnx", check=False)
+
+
 if __name__ == "__main__":
     main()
