@@ -1,8 +1,9 @@
 //===- Reduction.cpp - reduce_* and argmax/argmin kernels --------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// reduce_sum/mean/max/min/prod over sorted unique `axes` (an empty list
-// reduces nothing: the kiln op is then a copy), keepdims. At factory time
+// reduce_sum/mean/max/min/prod/sum_square over sorted unique `axes` (an
+// empty list reduces nothing: the kiln op is then a copy, or the square),
+// keepdims. At factory time
 // size-1 dims are dropped and adjacent dims with the same role (kept or
 // reduced) merged; each block of reduced dims, from the last, is one stage
 // [O, R, I] (outer, reduced, inner) that reduces into an accumulator buffer:
@@ -56,6 +57,8 @@ struct SumR {
   }
 };
 struct MeanR : SumR {};
+/// A sum of the squared inputs: the first stage squares what it loads.
+struct SumSquareR : SumR {};
 struct ProdR {
   template <typename A> static A init() { return A(1); }
   template <typename A> static A comb(A a, A x) {
@@ -117,17 +120,23 @@ public:
     if (outN_ == 0)
       return;
     if (copy_) { // nothing reduced
-      if ((const void *)x != (void *)y)
+      if constexpr (std::is_same_v<Op, SumSquareR>) {
+        parallelRange(outN_, outN_, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i)
+            store(y, i, castValue<T>(ldA<true>(x, i)));
+        });
+      } else if ((const void *)x != (void *)y) {
         std::memcpy(y, x, (size_t)outN_ * sizeof(T));
+      }
       return;
     }
     const A *src = nullptr;
     for (size_t s = 0; s < stages_.size(); ++s) {
       A *dst = buf_[s % 2].data();
       if (s == 0)
-        stage(x, dst, stages_[s]);
+        stage<true>(x, dst, stages_[s]);
       else
-        stage(src, dst, stages_[s]);
+        stage<false>(src, dst, stages_[s]);
       src = dst;
     }
     const int64_t count = count_;
@@ -149,11 +158,21 @@ private:
     }
   }
 
-  template <typename S> static A ldA(const S *p, int64_t i) {
-    return static_cast<A>(load(p, i));
+  /// Element i as an accumulator; squared when `First` (reading the input)
+  /// for a sum of squares.
+  template <bool First, typename S> static A ldA(const S *p, int64_t i) {
+    A v = static_cast<A>(load(p, i));
+    if constexpr (First && std::is_same_v<Op, SumSquareR>) {
+      if constexpr (std::is_integral_v<A>)
+        return wrapMul(v, v);
+      else
+        return v * v;
+    } else {
+      return v;
+    }
   }
 
-  template <typename S> void stage(const S *x, A *y, const Stage &st) {
+  template <bool First, typename S> void stage(const S *x, A *y, const Stage &st) {
     const int64_t O = st.outer, R = st.red, I = st.inner;
     if (R == 0) {
       for (int64_t i = 0; i < O * I; ++i)
@@ -173,7 +192,7 @@ private:
           {
             int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
             int64_t b = R * t / n, e = R * (t + 1) / n;
-            part[t] = reduceRow(row + b, e - b);
+            part[t] = reduceRow<First>(row + b, e - b);
           }
           A acc = Op::template init<A>();
           for (const A &p : partial_)
@@ -184,7 +203,7 @@ private:
       }
       parallelRange(O, O * R, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o)
-          y[o] = reduceRow(x + o * R, R);
+          y[o] = reduceRow<First>(x + o * R, R);
       });
       return;
     }
@@ -196,25 +215,25 @@ private:
         A *acc = y + o * I + k0;
         const S *base = x + o * R * I + k0;
         for (int64_t k = 0; k < kw; ++k)
-          acc[k] = ldA(base, k);
+          acc[k] = ldA<First>(base, k);
         for (int64_t j = 1; j < R; ++j) {
           const S *r = base + j * I;
           for (int64_t k = 0; k < kw; ++k)
-            acc[k] = Op::comb(acc[k], ldA(r, k));
+            acc[k] = Op::comb(acc[k], ldA<First>(r, k));
         }
       }
     });
   }
 
-  template <typename S> static A reduceRow(const S *x, int64_t n) {
+  template <bool First, typename S> static A reduceRow(const S *x, int64_t n) {
     A acc = Op::template init<A>();
     if constexpr (std::is_base_of_v<SumR, Op> && std::is_floating_point_v<A>) {
 #pragma omp simd reduction(+ : acc)
       for (int64_t j = 0; j < n; ++j)
-        acc += ldA(x, j);
+        acc += ldA<First>(x, j);
     } else {
       for (int64_t j = 0; j < n; ++j)
-        acc = Op::comb(acc, ldA(x, j));
+        acc = Op::comb(acc, ldA<First>(x, j));
     }
     return acc;
   }
@@ -417,6 +436,7 @@ void registerReductionKernels(KernelRegistry &r) {
   r.add("reduce_max", reduceFactory<MaxR>());
   r.add("reduce_min", reduceFactory<MinR>());
   r.add("reduce_prod", reduceFactory<ProdR>());
+  r.add("reduce_sum_square", reduceFactory<SumSquareR>());
   r.add("argmax", makeArgReduce<true>);
   r.add("argmin", makeArgReduce<false>);
 }

@@ -203,6 +203,8 @@ std::vector<double> refReduce(const std::string &op, const std::vector<double> &
     double v = x[i];
     if (op == "reduce_sum" || op == "reduce_mean")
       acc[o] += v;
+    else if (op == "reduce_sum_square")
+      acc[o] += v * v;
     else if (op == "reduce_prod")
       acc[o] *= v;
     else if (op == "reduce_max")
@@ -284,6 +286,38 @@ TEST(Reduction, RandomAgainstReference) {
                     std::string(op) + " " + x.desc().str() + " axes " +
                         L::shapeStr(axes));
       }
+    }
+  }
+}
+
+TEST(Reduction, SumSquareAgainstReference) {
+  std::mt19937 rng(77);
+  for (int iter = 0; iter < 40; ++iter) {
+    int rank = 1 + rng() % 4;
+    std::vector<int64_t> s(rank);
+    for (auto &d : s)
+      d = 1 + rng() % 6;
+    if (iter % 8 == 0)
+      s[rng() % rank] = 300; // a wider tile, and rows split over threads
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < rank; ++a)
+      if (rng() % 2)
+        axes.push_back(a);
+    bool keep = rng() % 2;
+    for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32,
+                    DType::I64}) {
+      bool isInt = !isFloat(t);
+      std::vector<double> v = randomVals(rng, numelOf(s), -3, 3);
+      if (isInt)
+        for (double &x : v)
+          x = std::round(x);
+      HostTensor x = tensor(t, s, v);
+      std::vector<double> want = refReduce("reduce_sum_square", values(x), s, axes, isInt);
+      for (double &w : want)
+        w = isInt ? w : rounded(t, w);
+      double tol = isInt ? 0 : (t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : tolOf(t));
+      expectClose(values(reduce("reduce_sum_square", x, axes, keep)), want, tol,
+                  "reduce_sum_square " + x.desc().str() + " axes " + L::shapeStr(axes));
     }
   }
 }

@@ -122,6 +122,7 @@ def cases():
     c.append(Case("reduce_sum", [N("Constant", [], ["ax"], value=numpy_helper.from_array(np.array([1], np.int64))),
                                  N("ReduceSum", ["x", "ax"], keepdims=0)], {"x": rand(2, 3, 4)}, (2, 4)))
     c.append(Case("reduce_mean", [N("ReduceMean", ["x"], axes=[0, 2], keepdims=1)], {"x": rand(2, 3, 4)}, (1, 3, 1)))
+    c.append(Case("reduce_sum_square", [N("ReduceSumSquare", ["x"], axes=[0, 2], keepdims=1)], {"x": rand(2, 3, 4)}, (1, 3, 1)))
     shape = numpy_helper.from_array(np.array([4, 6], np.int64))
     c.append(Case("reshape", [N("Constant", [], ["s"], value=shape), N("Reshape", ["x", "s"])],
                   {"x": rand(2, 3, 4)}, (4, 6)))

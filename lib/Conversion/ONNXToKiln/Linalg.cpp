@@ -135,6 +135,7 @@ void kiln::populateONNXLinalgPatterns(ONNXPatternRegistry &r) {
   r.add("ReduceMax", 1, kMax, convertReduceFn<ReduceMaxOp, 18>);
   r.add("ReduceMin", 1, kMax, convertReduceFn<ReduceMinOp, 18>);
   r.add("ReduceProd", 1, kMax, convertReduceFn<ReduceProdOp, 18>);
+  r.add("ReduceSumSquare", 1, kMax, convertReduceFn<ReduceSumSquareOp, 18>);
   r.add("ArgMax", 1, kMax, convertArgReduce<ArgMaxOp>);
   r.add("ArgMin", 1, kMax, convertArgReduce<ArgMinOp>);
   r.add("Softmax", 1, kMax, convertSoftmax<SoftmaxOp>);

@@ -107,6 +107,17 @@ func.func @gemm_no_c(%a: tensor<6x3xf32>, %b: tensor<7x6xf32>) -> tensor<*xf32> 
 
 // -----
 
+// ReduceSumSquare: axes an attribute through opset 17.
+// CHECK-LABEL: func.func @reduce_sum_square
+// CHECK: kiln.reduce_sum_square %{{.*}} {axes = array<i64: 0, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+// CHECK-NOT: onnx.
+func.func @reduce_sum_square(%x: tensor<2x3x4xf32>) -> tensor<3xf32> {
+  %0 = onnx.node "ReduceSumSquare"(%x) opset 13 {axes = [0, -1], keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
 // ReduceSum at opset 11 takes axes as an attribute (negative axes count
 // from the end); at opset 13 as an input.
 // CHECK-LABEL: func.func @reduce_sum

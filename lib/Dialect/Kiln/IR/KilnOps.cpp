@@ -477,6 +477,7 @@ KILN_REDUCE_INFER(ReduceMeanOp)
 KILN_REDUCE_INFER(ReduceMaxOp)
 KILN_REDUCE_INFER(ReduceMinOp)
 KILN_REDUCE_INFER(ReduceProdOp)
+KILN_REDUCE_INFER(ReduceSumSquareOp)
 #undef KILN_REDUCE_INFER
 
 #define KILN_ARGREDUCE_INFER(OP)                                                 \

@@ -367,6 +367,15 @@ KILN_VJP(ReduceSumOp) {
   return success();
 }
 
+// d/dx sum(x^2) = 2x.
+KILN_VJP(ReduceSumSquareOp) {
+  Location loc = getLoc();
+  Value x = getInput();
+  Value twoX = mul(b, loc, x, scalar(b, loc, eltOf(x), 2.0));
+  og.push_back(mul(b, loc, unreduce(b, loc, rg[0], x.getType(), getAxes()), twoX));
+  return success();
+}
+
 KILN_VJP(ReduceMeanOp) {
   Location loc = getLoc();
   int64_t n = 1;

@@ -120,12 +120,12 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     SmallVector<int64_t> axes;
     for (int64_t d = 0; d < t.getRank(); ++d)
       axes.push_back(d);
-    Value sq = kiln::MulOp::create(b, loc, s.grad, s.grad);
-    Value sum = t.getRank() ? kiln::ReduceSumOp::create(b, loc, sq,
-                                                        b.getDenseI64ArrayAttr(axes),
-                                                        b.getBoolAttr(false))
-                                  .getResult()
-                            : sq;
+    Value sum = t.getRank()
+                    ? kiln::ReduceSumSquareOp::create(b, loc, s.grad,
+                                                      b.getDenseI64ArrayAttr(axes),
+                                                      b.getBoolAttr(false))
+                          .getResult()
+                    : kiln::MulOp::create(b, loc, s.grad, s.grad).getResult();
     if (t.getElementType() != normElt)
       sum = kiln::CastOp::create(b, loc, RankedTensorType::get({}, normElt), sum);
     total = total ? kiln::AddOp::create(b, loc, total, sum).getResult() : sum;

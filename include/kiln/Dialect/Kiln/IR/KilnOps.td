@@ -409,6 +409,10 @@ class Kiln_ReduceOp<string mnemonic, string what, list<Trait> traits = []>
 }
 def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "a sum", [Kiln_Differentiable]> { let hasFolder = 1; }
 def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "the mean", [Kiln_Differentiable]>;
+// ONNX ReduceSumSquare, and the optimizer's gradient norm: one pass, no
+// squared temporary.
+def Kiln_ReduceSumSquareOp : Kiln_ReduceOp<"reduce_sum_square", "a sum of squares",
+                                           [Kiln_Differentiable]>;
 def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "the maximum">;
 def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "the minimum">;
 def Kiln_ReduceProdOp : Kiln_ReduceOp<"reduce_prod", "a product"> { let hasFolder = 1; }
