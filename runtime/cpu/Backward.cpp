@@ -278,6 +278,74 @@ std::unique_ptr<Kernel> makeLayerNormGrad(const KernelSpec &spec) {
   });
 }
 
+/// batch_norm_train_grad when each channel's plane (S elements) is too short
+/// to vectorize over: every thread takes a block of channels and walks the N
+/// rows of that block, [c0, c1) x S contiguous elements each, accumulating
+/// per (channel, position) in double, so the loops vectorize across
+/// channels. The same three passes and sums as the per-channel loop.
+constexpr int64_t kSmallPlane = 64;
+
+template <typename T>
+void bnGradSmallPlanes(int64_t N, int64_t C, int64_t S, double eps, const T *dy,
+                       const T *x, const T *g, T *dx, T *dg, T *db) {
+  double M = double(N * S);
+  parallelRange(C, N * C * S, [&](int64_t c0, int64_t c1) {
+    const int64_t w = (c1 - c0) * S, off = c0 * S;
+    std::vector<double> a(w), b(w), c(w), mean(w), k1(w), k2(w), k3(w);
+    // Pass 1: the sums of x per position, then per channel.
+    for (int64_t n = 0; n < N; ++n) {
+      const T *xp = x + n * C * S + off;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j)
+        a[j] += double(xp[j]);
+    }
+    for (int64_t ch = 0; ch < c1 - c0; ++ch) {
+      double sum = 0;
+      for (int64_t i = 0; i < S; ++i)
+        sum += a[ch * S + i];
+      for (int64_t i = 0; i < S; ++i)
+        mean[ch * S + i] = sum / M;
+    }
+    std::fill(a.begin(), a.end(), 0.0);
+    // Pass 2: sum (x - mean)^2, sum dy, sum dy (x - mean).
+    for (int64_t n = 0; n < N; ++n) {
+      const T *xp = x + n * C * S + off, *dyp = dy + n * C * S + off;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) {
+        double d = double(xp[j]) - mean[j], gj = double(dyp[j]);
+        a[j] += d * d;
+        b[j] += gj;
+        c[j] += gj * d;
+      }
+    }
+    // dx = A dy - B - (x - mean) K per channel, spread over its positions.
+    for (int64_t ch = 0; ch < c1 - c0; ++ch) {
+      double m2 = 0, sdy = 0, sdyxc = 0;
+      for (int64_t i = 0; i < S; ++i) {
+        m2 += a[ch * S + i];
+        sdy += b[ch * S + i];
+        sdyxc += c[ch * S + i];
+      }
+      double rstd = 1.0 / std::sqrt(m2 / M + eps), sdyx = sdyxc * rstd;
+      dg[c0 + ch] = T(sdyx);
+      db[c0 + ch] = T(sdy);
+      double coef = double(g[c0 + ch]) * rstd / M;
+      for (int64_t i = 0; i < S; ++i) {
+        k1[ch * S + i] = coef * M;
+        k2[ch * S + i] = coef * sdy;
+        k3[ch * S + i] = coef * rstd * sdyx;
+      }
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const T *xp = x + n * C * S + off, *dyp = dy + n * C * S + off;
+      T *dxp = dx + n * C * S + off;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j)
+        dxp[j] = T(k1[j] * double(dyp[j]) - k2[j] - (double(xp[j]) - mean[j]) * k3[j]);
+    }
+  });
+}
+
 std::unique_ptr<Kernel> makeBatchNormTrainGrad(const KernelSpec &spec) {
   expectArity(spec, 3, 3);
   need(spec, spec.inputs[0], "dy");
@@ -301,6 +369,10 @@ std::unique_ptr<Kernel> makeBatchNormTrainGrad(const KernelSpec &spec) {
       T *dx = static_cast<T *>(out[0]), *dg = static_cast<T *>(out[1]),
         *db = static_cast<T *>(out[2]);
       double M = double(N * S);
+      if (S < kSmallPlane) {
+        bnGradSmallPlanes(N, C, S, eps, dy, x, g, dx, dg, db);
+        return;
+      }
       // Three passes per channel (mean; variance with the dy sums; dx), each
       // a SIMD reduction in double over the channel's N planes.
       parallelRange(C, N * C * S, [&](int64_t b, int64_t e) {

@@ -112,6 +112,12 @@ def cases():
                   [N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1, epsilon=1e-3)],
                   {"x": rand(4, 3, 2, 2), "s": rand(3), "b": rand(3)}, (4, 3, 2, 2),
                   extra_inits={"m": rand(3), "v": rand(3, lo=0.5)}))
+    # Planes of >= 64 elements take the kernel's per-channel path, smaller
+    # ones the channel-blocked one: both are checked.
+    c.append(Case("batch_norm_train_large_plane",
+                  [N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1, epsilon=1e-3)],
+                  {"x": rand(2, 2, 8, 8), "s": rand(2), "b": rand(2)}, (2, 2, 8, 8),
+                  extra_inits={"m": rand(2), "v": rand(2, lo=0.5)}))
     c.append(Case("layer_norm", [N("LayerNormalization", ["x", "s", "b"], axis=-1, epsilon=1e-3)],
                   {"x": rand(2, 3, 6), "s": rand(6), "b": rand(6)}, (2, 3, 6)))
     c.append(Case("layer_norm_2axes", [N("LayerNormalization", ["x", "s", "b"], axis=1)],
