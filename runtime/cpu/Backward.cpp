@@ -19,6 +19,7 @@
 // writing element i, so their outputs may alias their inputs.
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
+#include "FastMath.h"
 #include "Kernels.h"
 #include "Loops.h"
 
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <unordered_map>
@@ -101,6 +103,10 @@ template <typename F> auto byFloat(const KernelSpec &spec, DType t, F &&f) {
     return f(double{});
   unsupportedType(spec, t);
 }
+
+/// exp in the kernel's type: FastMath.h's vectorisable form for float.
+inline float expAcc(float x) { return fastExp(x); }
+inline double expAcc(double x) { return std::exp(x); }
 
 int64_t loadIndex(DType t, const void *p, int64_t i) {
   return t == DType::I64 ? static_cast<const int64_t *>(p)[i]
@@ -1110,6 +1116,7 @@ std::unique_ptr<Kernel> makeClassLossGrad(const KernelSpec &spec, bool softmax) 
     fail(spec, "dloss has the wrong shape");
   bool hasIgnore = spec.attrs.has("ignore_index");
   int64_t ignore = hasIgnore ? spec.attrs.getInt("ignore_index") : 0;
+  bool redNone = red == "none", redSum = red == "sum";
   DType lt = lab->dtype;
   return byFloat(spec, z.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -1140,9 +1147,9 @@ std::unique_ptr<Kernel> makeClassLossGrad(const KernelSpec &spec, bool softmax) 
           double coef = 0;
           if (!ignored) {
             double wl = w ? double(w[l]) : 1.0;
-            coef = red == "none" ? double(dl[q]) * wl
-                   : red == "sum" ? double(dl[0]) * wl
-                                  : double(dl[0]) * wl / wsum;
+            coef = redNone ? double(dl[q]) * wl
+                   : redSum ? double(dl[0]) * wl
+                            : double(dl[0]) * wl / wsum;
           }
           if (!softmax) {
             for (int64_t c = 0; c < C; ++c)
@@ -1154,16 +1161,20 @@ std::unique_ptr<Kernel> makeClassLossGrad(const KernelSpec &spec, bool softmax) 
               dz[at + c * inner] = T(0);
             continue;
           }
-          double mx = -INFINITY;
+          // softmax(z) - onehot(l), scaled: exp once per element (kept in
+          // dz), its sum in double.
+          T mx = -std::numeric_limits<T>::infinity();
           for (int64_t c = 0; c < C; ++c)
-            mx = std::max(mx, double(zp[at + c * inner]));
+            mx = std::max(mx, zp[at + c * inner]);
           double s = 0;
-          for (int64_t c = 0; c < C; ++c)
-            s += std::exp(double(zp[at + c * inner]) - mx);
           for (int64_t c = 0; c < C; ++c) {
-            double p = std::exp(double(zp[at + c * inner]) - mx) / s;
-            dz[at + c * inner] = T(coef * (p - (c == l ? 1.0 : 0.0)));
+            T e = expAcc(T(zp[at + c * inner] - mx));
+            dz[at + c * inner] = e;
+            s += double(e);
           }
+          T inv = T(1.0 / s), cf = T(coef);
+          for (int64_t c = 0; c < C; ++c)
+            dz[at + c * inner] = cf * (dz[at + c * inner] * inv - T(c == l ? 1 : 0));
         }
       });
     });

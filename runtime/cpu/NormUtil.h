@@ -9,6 +9,7 @@
 #ifndef KILN_RUNTIME_CPU_NORMUTIL_H
 #define KILN_RUNTIME_CPU_NORMUTIL_H
 
+#include "FastMath.h"
 #include "Loops.h"
 #include "kiln/runtime/Kernel.h"
 
@@ -108,33 +109,6 @@ inline int64_t normAxis(const KernelSpec &spec, const char *name, int64_t axis,
 using loops::kParallelWork;
 using loops::parallelRange;
 
-/// exp for float, branch-free so loops over it vectorise (Cephes' expf:
-/// range reduction by ln 2 and a degree-6 polynomial, about 1 ulp). Results
-/// below 2^-126 flush to 0; NaN stays NaN, overflow gives inf.
-inline float fastExp(float x) {
-  float xc = x > -87.0f ? x : -87.0f; // NaN -> -87: xc is always finite
-  xc = xc < 88.0f ? xc : 88.0f;
-  // Round to nearest by adding and subtracting 1.5 * 2^23 (|xc / ln 2| is
-  // far below 2^22); std::floor would be a libm call that stops
-  // vectorisation without -ffast-math.
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; // n in [-126, 127]
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  float y = p * scale;
-  y = x < -87.0f ? 0.0f : y;
-  y = x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
-  return x != x ? x : y;
-}
 inline float expAcc(float x) { return fastExp(x); }
 inline double expAcc(double x) { return std::exp(x); }
 
