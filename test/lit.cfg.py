@@ -25,5 +25,5 @@ llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests"]
+tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests", "kiln-train-tests"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

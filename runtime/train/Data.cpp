@@ -242,6 +242,18 @@ std::vector<uint64_t> epochOrder(uint64_t n, uint64_t seed, uint64_t epoch,
   return order;
 }
 
+void Dataset::setShard(int64_t rank, int64_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw UserError(flag_ + ": rank " + std::to_string(rank) + " of " +
+                    std::to_string(world) + " ranks is not a rank");
+  if (numSamples_ < (uint64_t)batch_ * (uint64_t)world)
+    throw UserError(flag_ + ": " + std::to_string(numSamples_) +
+                    " samples do not fill one global batch of " +
+                    std::to_string(world) + " x " + std::to_string(batch_));
+  rank_ = rank;
+  world_ = world;
+}
+
 //===----------------------------------------------------------------------===//
 // Prefetcher
 //===----------------------------------------------------------------------===//
@@ -273,7 +285,7 @@ void Prefetcher::fill(int64_t step, std::vector<rt::HostTensor> &slot) {
     order_ = epochOrder(data_.numSamples(), seed_, (uint64_t)epoch, shuffle_);
     orderEpoch_ = epoch;
   }
-  data_.gather(order_, (uint64_t)pos * (uint64_t)data_.batch(), slot);
+  data_.gather(order_, data_.batchStart(pos), slot);
 }
 
 void Prefetcher::worker() {

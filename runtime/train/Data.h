@@ -15,6 +15,13 @@
 //   order = [0, 1, ..., N-1]
 //   for i = N-1 down to 1: j = next() mod (i + 1); swap(order[i], order[j])
 //
+// Ranks (ready for data parallelism; every run is one rank today): with W
+// ranks each step takes a global batch of W·B samples, [p·W·B, (p+1)·W·B)
+// of the epoch's order with p = s mod (N / (W·B)), and rank r trains on its
+// slice [p·W·B + r·B, p·W·B + (r+1)·B). Every rank computes the same order,
+// so the shards of a step are disjoint and together they are the global
+// batch a 1-rank run with batch W·B would take.
+//
 // A background thread gathers batch s+1 while step s runs (Prefetcher).
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_DATA_H
@@ -75,8 +82,19 @@ public:
 
   uint64_t numSamples() const { return numSamples_; }
   int64_t batch() const { return batch_; }
-  /// Batches per epoch: floor(N / B).
-  int64_t stepsPerEpoch() const { return (int64_t)(numSamples_ / (uint64_t)batch_); }
+  /// Makes this process rank `rank` of `world` (see the file comment).
+  /// Throws UserError when the samples do not fill one global batch.
+  void setShard(int64_t rank, int64_t world);
+  int64_t rank() const { return rank_; }
+  int64_t worldSize() const { return world_; }
+  /// Steps per epoch: floor(N / (W·B)).
+  int64_t stepsPerEpoch() const {
+    return (int64_t)(numSamples_ / ((uint64_t)batch_ * (uint64_t)world_));
+  }
+  /// Where this rank's batch of in-epoch step `pos` starts in the order.
+  uint64_t batchStart(int64_t pos) const {
+    return ((uint64_t)pos * (uint64_t)world_ + (uint64_t)rank_) * (uint64_t)batch_;
+  }
   const std::vector<Source> &sources() const { return sources_; }
 
   /// Fresh tensors [B] + sample shape for every source (in `sources()` order).
@@ -90,6 +108,7 @@ private:
   std::vector<Source> sources_;
   uint64_t numSamples_ = 0;
   int64_t batch_ = 1;
+  int64_t rank_ = 0, world_ = 1;
 };
 
 /// The sample order of epoch `epoch` (see the file comment).
