@@ -3,7 +3,14 @@
 # run: same model, batch, optimizer (Adam) and thread count.
 #
 #   /usr/bin/python3 bench/train.py [--bin build/bin] [--batch 128]
-#       [--threads 2] [--steps 60] [--models mlp,cnn,resnet18,gpt]
+#       [--threads 2] [--steps 60] [--models mlp,mlp_wide,cnn,resnet18,gpt]
+#
+# mlp_wide (784-2048-2048-10, batch 256) is the GEMM-bound one: for the MLPs
+# the table adds Kiln's achieved GFLOP/s (forward, weight and input
+# gradients of every Linear), and the run ends with the GEMM library's own
+# rate on this machine: oneDNN's sgemm through Kiln's matmul kernel
+# (kiln-runtime-tests' Matmul.DISABLED_Bench2048) and PyTorch's (OpenBLAS)
+# torch.mm, both 2048^3 on the same threads.
 #
 # resnet18 is torchvision's, 10 classes, on 3x32x32 input, at batch
 # --resnet-batch (32 unless given) for a quarter of --steps (its step is
@@ -34,6 +41,11 @@ def model_and_data(name, batch, n):
     g = np.random.default_rng(0)
     if name == "mlp":
         m, shape, kind, classes = em.MLP(), (784,), "f", 10
+    elif name == "mlp_wide":
+        m = torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 10))
+        shape, kind, classes = (784,), "f", 10
     elif name == "cnn":
         m, shape, kind, classes = em.CNN(), (1, 28, 28), "f", 10
     elif name == "resnet18":
@@ -60,16 +72,19 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--resnet-batch", type=int, default=32)
-    p.add_argument("--models", default="mlp,cnn,resnet18,gpt")
+    p.add_argument("--models", default="mlp,mlp_wide,cnn,resnet18,gpt")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     work = tempfile.mkdtemp(prefix="kiln-bench-train-")
-    print("%-9s %6s %12s %12s %8s" % ("model", "batch", "kiln ms", "torch ms", "ratio"))
+    print("%-9s %6s %12s %12s %8s %12s" % ("model", "batch", "kiln ms", "torch ms", "ratio",
+                                           "kiln GFLOP/s"))
     for name in a.models.split(","):
         torch.manual_seed(0)
         batch, steps = a.batch, a.steps
         if name == "resnet18":
             batch, steps = a.resnet_batch, max(12, a.steps // 4)
+        if name == "mlp_wide":
+            batch, steps = 256, max(20, a.steps // 2)
         warm = 10 if steps >= 30 else 3
         m, x, y, in_name = model_and_data(name, batch, batch * steps)
         m.train()
@@ -105,7 +120,33 @@ def main():
             opt.step()
             times.append((time.perf_counter() - t) * 1e3)
         k, t = float(np.median(kiln)), float(np.median(times[warm:]))
-        print("%-9s %6d %12.2f %12.2f %8.2f" % (name, batch, k, t, k / t), flush=True)
+        gf = ""
+        if name.startswith("mlp"):
+            lins = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
+            flops = sum(2 * batch * l.in_features * l.out_features * (2 if i == 0 else 3)
+                        for i, l in enumerate(lins))
+            gf = "%.1f" % (flops / (k * 1e-3) / 1e9)
+        print("%-9s %6d %12.2f %12.2f %8.2f %12s" % (name, batch, k, t, k / t, gf), flush=True)
+    gemm_rates(a)
+
+
+def gemm_rates(a):
+    """The GEMM libraries' own 2048^3 f32 rates on the same threads."""
+    r = subprocess.run([os.path.join(a.bin, "kiln-runtime-tests"), "--gtest_also_run_disabled_tests",
+                        "--gtest_filter=Matmul.DISABLED_Bench2048"],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)))
+    for line in r.stdout.splitlines():
+        if "GFLOP/s" in line:
+            print("oneDNN (Kiln's matmul kernel), " + line.strip())
+    n = 2048
+    x, y = torch.rand(n, n), torch.rand(n, n)
+    torch.mm(x, y)
+    t = time.perf_counter()
+    for _ in range(5):
+        torch.mm(x, y)
+    s = time.perf_counter() - t
+    print("PyTorch torch.mm 2048^3 f32: %.1f GFLOP/s" % (2.0 * n ** 3 * 5 / s / 1e9))
 
 
 if __name__ == "__main__":
