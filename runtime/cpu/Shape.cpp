@@ -525,6 +525,84 @@ std::unique_ptr<Kernel> makeGather(const KernelSpec &spec) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// GatherElements
+//===----------------------------------------------------------------------===//
+
+/// Walks the indices' shape: operand 0 is the result and the indices (both
+/// contiguous in that shape), operand 1 the input with stride 0 on `axis`;
+/// each element then adds index * the axis stride.
+template <typename U, typename Idx> class GatherElementsKernel final : public Kernel {
+public:
+  GatherElementsKernel(Walk w, int64_t n, int64_t axisDim, int64_t axisStride,
+                       int64_t axis)
+      : w_(std::move(w)), n_(n), A_(axisDim), S_(axisStride), axis_(axis) {}
+  void run(ExecContext &, const void *const *in, void *const *out) override {
+    const U *x = static_cast<const U *>(in[0]);
+    const Idx *ids = static_cast<const Idx *>(in[1]);
+    U *y = static_cast<U *>(out[0]);
+    for (int64_t j = 0; j < n_; ++j) {
+      int64_t v = (int64_t)ids[j];
+      if (v < -A_ || v >= A_)
+        throw Error("gather_elements index " + std::to_string(v) +
+                    " is out of range for axis " + std::to_string(axis_) +
+                    " of size " + std::to_string(A_));
+    }
+    const int64_t s = w_.inner(1), A = A_, S = S_;
+    w_.parallelRuns([&](const int64_t *off, int64_t n) {
+      const Idx *pi = ids + off[0];
+      const U *px = x + off[1];
+      U *py = y + off[0];
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v = (int64_t)pi[i];
+        py[i] = px[i * s + (v < 0 ? v + A : v) * S];
+      }
+    });
+  }
+
+private:
+  Walk w_;
+  int64_t n_, A_, S_, axis_;
+};
+
+std::unique_ptr<Kernel> makeGatherElements(const KernelSpec &spec) {
+  expectOperands(spec, 2);
+  const TensorDesc &in = *spec.inputs[0], &ids = *spec.inputs[1],
+                   &out = *spec.outputs[0];
+  expectSameType(spec, in, out);
+  if (ids.dtype != DType::I32 && ids.dtype != DType::I64)
+    throw Error("gather_elements indices must be i32 or i64, got " + ids.str());
+  int64_t rank = in.rank();
+  int64_t axis = spec.attrs.getInt("axis");
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank || ids.rank() != rank)
+    throw Error("gather_elements: axis " + std::to_string(spec.attrs.getInt("axis")) +
+                " or indices " + ids.str() + " do not fit the input " + in.str());
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && ids.shape[d] > in.shape[d])
+      throw Error("gather_elements: indices " + ids.str() +
+                  " are larger than the input " + in.str() + " in dim " +
+                  std::to_string(d));
+  expectShape(spec, out, ids.shape);
+  std::vector<int64_t> xs = contiguousStrides(in.shape), ys = contiguousStrides(ids.shape);
+  int64_t axisStride = xs[axis], axisDim = in.shape[axis];
+  xs[axis] = 0;
+  Walk w(ids.shape, {ys, xs});
+  int64_t n = ids.numel();
+  if (axisDim == 0 && n > 0)
+    throw Error("gather_elements: axis " + std::to_string(axis) + " of " +
+                in.str() + " is empty");
+  return dispatchSize(in.dtype, [&](auto tag) -> std::unique_ptr<Kernel> {
+    using U = decltype(tag);
+    if (ids.dtype == DType::I32)
+      return std::make_unique<GatherElementsKernel<U, int32_t>>(std::move(w), n, axisDim,
+                                                                axisStride, axis);
+    return std::make_unique<GatherElementsKernel<U, int64_t>>(std::move(w), n, axisDim,
+                                                              axisStride, axis);
+  });
+}
+
 } // namespace
 
 void registerShapeKernels(KernelRegistry &r) {
@@ -535,6 +613,7 @@ void registerShapeKernels(KernelRegistry &r) {
   r.add("concat", makeConcat);
   r.add("pad", makePad);
   r.add("gather", makeGather);
+  r.add("gather_elements", makeGatherElements);
 }
 
 } // namespace kiln::rt::cpu

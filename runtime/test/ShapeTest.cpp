@@ -511,4 +511,50 @@ TEST(Shape, GatherRandom) {
               "out of range for rank");
 }
 
+TEST(Shape, GatherElementsRandom) {
+  std::mt19937 rng(8);
+  for (int iter = 0; iter < 40; ++iter) {
+    int rank = 1 + rng() % 4;
+    std::vector<int64_t> s = randomShape(rng, rank, 5);
+    for (auto &d : s)
+      d = std::max<int64_t>(d, 1);
+    if (iter == 0)
+      s = {300, 70}; // threaded
+    rank = (int)s.size();
+    int64_t axis = rng() % rank;
+    // Indices: any length on the axis, no larger than the input elsewhere.
+    std::vector<int64_t> is(s);
+    for (int64_t d = 0; d < rank; ++d)
+      is[d] = d == axis ? 1 + rng() % 4 : 1 + rng() % s[d];
+    DType it = iter % 2 ? DType::I32 : DType::I64;
+    std::vector<double> iv(numelOf(is));
+    for (auto &v : iv)
+      v = (int64_t)(rng() % (2 * s[axis])) - s[axis];
+    auto ids = tensor(it, is, iv);
+    DType t = kSizes[iter % kSizes.size()];
+    auto x = iota(t, s);
+    auto xv = values(x);
+    std::vector<double> want(numelOf(is));
+    for (int64_t i = 0; i < (int64_t)want.size(); ++i) {
+      auto c = coords(i, is);
+      int64_t k = (int64_t)iv[i];
+      c[axis] = k < 0 ? k + s[axis] : k;
+      want[i] = xv[linear(c, s)];
+    }
+    expectClose(values(run1("gather_elements", {&x, &ids}, desc(t, is), {{"axis", axis}})),
+                want, 0, "gather_elements " + x.desc().str() + " axis " + std::to_string(axis));
+  }
+  // Hand-checked: ONNX's test_gather_elements_0.
+  auto x = tensor(DType::F32, {2, 2}, {1, 2, 3, 4});
+  auto i = tensor(DType::I64, {2, 2}, {0, 0, 1, 0});
+  EXPECT_EQ(values(run1("gather_elements", {&x, &i}, desc(DType::F32, {2, 2}), {{"axis", 1}})),
+            (std::vector<double>{1, 1, 4, 3}));
+  auto bad = tensor(DType::I64, {2, 1}, {0, 2});
+  expectError([&] { run1("gather_elements", {&x, &bad}, desc(DType::F32, {2, 1}), {{"axis", 1}}); },
+              "gather_elements index 2 is out of range for axis 1 of size 2");
+  auto wide = tensor(DType::I64, {3, 1}, {0, 0, 0});
+  expectError([&] { run1("gather_elements", {&x, &wide}, desc(DType::F32, {3, 1}), {{"axis", 1}}); },
+              "larger than the input");
+}
+
 } // namespace

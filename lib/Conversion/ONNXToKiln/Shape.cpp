@@ -367,6 +367,14 @@ LogicalResult convertGather(onnx::NodeOp, NodeRewriter &rw) {
   return rw.replace(KILN_TRY(rw.create<GatherOp>({x, idx}, {rw.i64Attr("axis", axis)})));
 }
 
+LogicalResult convertGatherElements(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value idx = KILN_TRY(rw.required(1));
+  int64_t axis = KILN_TRY(rw.axis(KILN_TRY(rw.intAttr("axis", 0)), NodeRewriter::rankOf(x)));
+  return rw.replace(
+      KILN_TRY(rw.create<GatherElementsOp>({x, idx}, {rw.i64Attr("axis", axis)})));
+}
+
 LogicalResult convertExpand(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   SmallVector<int64_t> shape = KILN_TRY(rw.constInts(1, "shape"));
@@ -454,6 +462,7 @@ void kiln::populateONNXShapePatterns(ONNXPatternRegistry &r) {
   r.add("Split", 2, kMax, convertSplit);
   r.add("Slice", 1, kMax, convertSlice);
   r.add("Gather", 1, kMax, convertGather);
+  r.add("GatherElements", 11, kMax, convertGatherElements);
   r.add("Expand", 8, kMax, convertExpand);
   r.add("Tile", 6, kMax, convertTile);
   r.add("Pad", 2, kMax, convertPad);

@@ -334,3 +334,11 @@ func.func @gradient_no_xs(%a: tensor<3xf32>) -> tensor<*xf32> {
   %g = onnx.node "Gradient"(%a, %e) domain "ai.onnx.preview.training" opset 1 {y = "e"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<*xf32>
   return %g : tensor<*xf32>
 }
+
+// -----
+
+func.func @gather_elements_rank(%x: tensor<3x5xf32>, %i: tensor<3xi64>) -> tensor<*xf32> {
+  // expected-error @+1 {{(GatherElements): indices have rank 1, the input rank 2}}
+  %0 = onnx.node "GatherElements"(%x, %i) opset 13 {axis = 0 : i64} : (tensor<3x5xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}

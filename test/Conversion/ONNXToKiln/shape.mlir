@@ -327,3 +327,15 @@ func.func @range() -> (tensor<4xi64>, tensor<*xf32>, tensor<3xi32>) {
   %2 = onnx.node "Range"(%ia, %ib, %ic) opset 11 {} : (tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<3xi32>
   return %0, %1, %2 : tensor<4xi64>, tensor<*xf32>, tensor<3xi32>
 }
+
+// -----
+
+// GatherElements: the result has the indices' shape; negative axis counts
+// from the end.
+// CHECK-LABEL: func.func @gather_elements
+// CHECK: kiln.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<3x5xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
+// CHECK-NOT: onnx.
+func.func @gather_elements(%x: tensor<3x5xf32>, %i: tensor<3x2xi64>) -> tensor<3x2xf32> {
+  %0 = onnx.node "GatherElements"(%x, %i) opset 13 {axis = -1 : i64} : (tensor<3x5xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}

@@ -638,6 +638,28 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 int64_t GatherOp::getFlops() { return 0; }
 
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor a,
+                                                 SmallVectorImpl<Type> &results) {
+  ArrayRef<int64_t> in = shapeOf(a.getInput().getType()),
+                    ids = shapeOf(a.getIndices().getType());
+  int64_t axis = a.getAxis();
+  if (failed(checkAxis(loc, axis, in.size())))
+    return failure();
+  if (ids.size() != in.size())
+    return emitOptionalError(loc, "indices have rank ", ids.size(),
+                             ", the input rank ", in.size());
+  for (size_t d = 0; d < in.size(); ++d)
+    if ((int64_t)d != axis && ids[d] > in[d])
+      return emitOptionalError(loc, "indices dimension ", d, " (", ids[d],
+                               ") is larger than the input's (", in[d], ")");
+  results.push_back(tensorOf(ids, elementOf(a.getInput().getType())));
+  return success();
+}
+
+int64_t GatherElementsOp::getFlops() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -552,6 +552,24 @@ def Kiln_GatherOp : Kiln_InferOp<"gather", [Kiln_Differentiable], ["getFlops"]> 
   let hasFolder = 1;
 }
 
+def Kiln_GatherElementsOp : Kiln_InferOp<"gather_elements", [], ["getFlops"]> {
+  let summary = "picks one element along an axis per index (ONNX GatherElements)";
+  let description = [{
+    `indices` has the input's rank and, off `axis`, dimensions no larger
+    than the input's; the result has the indices' shape and
+    `result[i...] = input[i_0, .., indices[i...], .., i_r-1]` with the index
+    at position `axis` (NumPy `take_along_axis`). Negative indices count
+    from the end; an index out of range is an error at run time.
+
+    ```mlir
+    %y = kiln.gather_elements %x, %i {axis = 1 : i64}
+        : (tensor<3x5xf32>, tensor<3x1xi64>) -> tensor<3x1xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
