@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "PatternUtils.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace kiln;
 
@@ -76,6 +78,145 @@ LogicalResult convertElu(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   float alpha = KILN_TRY(rw.floatAttr("alpha", 1.0f));
   return rw.replace(KILN_TRY(rw.create<EluOp>({x}, {rw.f32Attr("alpha", alpha)})));
+}
+
+//===--- activations ONNX defines by formula: composed from kiln ops, so
+// autodiff needs no new rule. `s(v)` is a scalar of x's element type.
+
+// PRelu: x < 0 ? slope * x : x (slope broadcasts to x).
+LogicalResult convertPRelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value slope = KILN_TRY(rw.required(1));
+  Type elt = NodeRewriter::elementOf(x);
+  Value neg = KILN_TRY(rw.create<LessOp>({x, rw.scalar(0, elt)}));
+  Value y = KILN_TRY(rw.create<SelectOp>({neg, KILN_TRY(rw.create<MulOp>({slope, x})), x}));
+  if (NodeRewriter::shapeOf(y) != NodeRewriter::shapeOf(x))
+    return rw.error("slope does not broadcast to the input's shape");
+  return rw.replace(y);
+}
+
+// Selu: gamma * elu(x, alpha).
+LogicalResult convertSelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 1.67326319217681884765625f));
+  float gamma = KILN_TRY(rw.floatAttr("gamma", 1.05070102214813232421875f));
+  Value e = KILN_TRY(rw.create<EluOp>({x}, {rw.f32Attr("alpha", alpha)}));
+  return rw.replace(KILN_TRY(rw.create<MulOp>({rw.scalar(gamma, NodeRewriter::elementOf(x)), e})));
+}
+
+// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)) = elu(x / alpha) * alpha.
+LogicalResult convertCelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 1.0f));
+  Type elt = NodeRewriter::elementOf(x);
+  Value e = KILN_TRY(rw.create<EluOp>({KILN_TRY(rw.create<DivOp>({x, rw.scalar(alpha, elt)}))},
+                                      {rw.f32Attr("alpha", 1.0f)}));
+  return rw.replace(KILN_TRY(rw.create<MulOp>({rw.scalar(alpha, elt), e})));
+}
+
+// HardSigmoid: max(0, min(1, alpha * x + beta)).
+LogicalResult convertHardSigmoid(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 0.2f));
+  float beta = KILN_TRY(rw.floatAttr("beta", 0.5f));
+  Type elt = NodeRewriter::elementOf(x);
+  Value v = KILN_TRY(rw.create<AddOp>(
+      {KILN_TRY(rw.create<MulOp>({rw.scalar(alpha, elt), x})), rw.scalar(beta, elt)}));
+  v = KILN_TRY(rw.create<MinOp>({v, rw.scalar(1, elt)}));
+  return rw.replace(KILN_TRY(rw.create<MaxOp>({v, rw.scalar(0, elt)})));
+}
+
+// HardSwish: x * hardsigmoid(x) with alpha 1/6, beta 1/2.
+LogicalResult convertHardSwish(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Type elt = NodeRewriter::elementOf(x);
+  Value v = KILN_TRY(rw.create<AddOp>(
+      {KILN_TRY(rw.create<MulOp>({rw.scalar(1.0 / 6.0, elt), x})), rw.scalar(0.5, elt)}));
+  v = KILN_TRY(rw.create<MaxOp>({KILN_TRY(rw.create<MinOp>({v, rw.scalar(1, elt)})),
+                                 rw.scalar(0, elt)}));
+  return rw.replace(KILN_TRY(rw.create<MulOp>({x, v})));
+}
+
+// ThresholdedRelu: x > alpha ? x : 0.
+LogicalResult convertThresholdedRelu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float alpha = KILN_TRY(rw.floatAttr("alpha", 1.0f));
+  Type elt = NodeRewriter::elementOf(x);
+  Value keep = KILN_TRY(rw.create<GreaterOp>({x, rw.scalar(alpha, elt)}));
+  Value zeros = KILN_TRY(rw.broadcast(rw.scalar(0, elt), NodeRewriter::shapeOf(x)));
+  return rw.replace(KILN_TRY(rw.create<SelectOp>({keep, x, zeros})));
+}
+
+// Shrink: x < -lambd ? x + bias : (x > lambd ? x - bias : 0).
+LogicalResult convertShrink(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  float lambd = KILN_TRY(rw.floatAttr("lambd", 0.5f));
+  float bias = KILN_TRY(rw.floatAttr("bias", 0.0f));
+  Type elt = NodeRewriter::elementOf(x);
+  Value lo = KILN_TRY(rw.create<LessOp>({x, rw.scalar(-lambd, elt)}));
+  Value hi = KILN_TRY(rw.create<GreaterOp>({x, rw.scalar(lambd, elt)}));
+  Value zeros = KILN_TRY(rw.broadcast(rw.scalar(0, elt), NodeRewriter::shapeOf(x)));
+  Value up = KILN_TRY(rw.create<AddOp>({x, rw.scalar(bias, elt)}));
+  Value down = KILN_TRY(rw.create<SubOp>({x, rw.scalar(bias, elt)}));
+  Value y = KILN_TRY(rw.create<SelectOp>({hi, down, zeros}));
+  return rw.replace(KILN_TRY(rw.create<SelectOp>({lo, up, y})));
+}
+
+// Softsign: x / (1 + |x|).
+LogicalResult convertSoftsign(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Type elt = NodeRewriter::elementOf(x);
+  Value d = KILN_TRY(rw.create<AddOp>({rw.scalar(1, elt), KILN_TRY(rw.create<AbsOp>({x}))}));
+  return rw.replace(KILN_TRY(rw.create<DivOp>({x, d})));
+}
+
+// Tan = sin / cos; Sinh, Cosh from exp.
+LogicalResult convertTan(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  return rw.replace(KILN_TRY(rw.create<DivOp>(
+      {KILN_TRY(rw.create<SinOp>({x})), KILN_TRY(rw.create<CosOp>({x}))})));
+}
+
+template <bool Cosh>
+LogicalResult convertSinhCosh(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Type elt = NodeRewriter::elementOf(x);
+  Value ep = KILN_TRY(rw.create<ExpOp>({x}));
+  Value em = KILN_TRY(rw.create<ExpOp>({KILN_TRY(rw.create<NegOp>({x}))}));
+  Value s = Cosh ? KILN_TRY(rw.create<AddOp>({ep, em})) : KILN_TRY(rw.create<SubOp>({ep, em}));
+  return rw.replace(KILN_TRY(rw.create<MulOp>({rw.scalar(0.5, elt), s})));
+}
+
+// CastLike: Cast to input 1's element type.
+LogicalResult convertCastLike(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value like = KILN_TRY(rw.required(1));
+  return rw.replace(rw.cast(x, NodeRewriter::elementOf(like)));
+}
+
+// IsNaN: x != x.
+LogicalResult convertIsNaN(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  return rw.replace(KILN_TRY(rw.create<NotOp>({KILN_TRY(rw.create<EqualOp>({x, x}))})));
+}
+
+// IsInf: |x| == inf, limited by detect_positive / detect_negative.
+LogicalResult convertIsInf(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  bool pos = KILN_TRY(rw.intAttr("detect_positive", 1)) != 0;
+  bool neg = KILN_TRY(rw.intAttr("detect_negative", 1)) != 0;
+  Type elt = NodeRewriter::elementOf(x);
+  double inf = std::numeric_limits<double>::infinity();
+  Value p = KILN_TRY(rw.create<EqualOp>({x, rw.scalar(inf, elt)}));
+  Value n = KILN_TRY(rw.create<EqualOp>({x, rw.scalar(-inf, elt)}));
+  if (pos && neg)
+    return rw.replace(KILN_TRY(rw.create<OrOp>({p, n})));
+  if (pos)
+    return rw.replace(p);
+  if (neg)
+    return rw.replace(n);
+  // Neither: all false.
+  return rw.replace(KILN_TRY(rw.create<AndOp>({p, n})));
 }
 
 LogicalResult convertGelu(onnx::NodeOp, NodeRewriter &rw) {
@@ -153,6 +294,20 @@ void kiln::populateONNXElementwisePatterns(ONNXPatternRegistry &r) {
   r.add("Cos", 7, kMax, convertUnary<CosOp>);
   r.add("Not", 1, kMax, convertUnary<NotOp>);
   r.add("LeakyRelu", 6, kMax, convertLeakyRelu);
+  r.add("PRelu", 7, kMax, convertPRelu);
+  r.add("Selu", 6, kMax, convertSelu);
+  r.add("Celu", 12, kMax, convertCelu);
+  r.add("HardSigmoid", 6, kMax, convertHardSigmoid);
+  r.add("HardSwish", 14, kMax, convertHardSwish);
+  r.add("ThresholdedRelu", 10, kMax, convertThresholdedRelu);
+  r.add("Shrink", 9, kMax, convertShrink);
+  r.add("Softsign", 1, kMax, convertSoftsign);
+  r.add("Tan", 7, kMax, convertTan);
+  r.add("Sinh", 9, kMax, convertSinhCosh<false>);
+  r.add("Cosh", 9, kMax, convertSinhCosh<true>);
+  r.add("CastLike", 15, kMax, convertCastLike);
+  r.add("IsNaN", 9, kMax, convertIsNaN);
+  r.add("IsInf", 10, kMax, convertIsInf);
   r.add("Elu", 6, kMax, convertElu);
   r.add("Gelu", 20, kMax, convertGelu);
   r.add("Identity", 1, kMax, convertIdentity);

@@ -92,6 +92,54 @@ LogicalResult convertReduceFn(onnx::NodeOp node, NodeRewriter &rw) {
   return convertReduce<OpTy>(node, rw, InputFrom);
 }
 
+/// The reductions ONNX defines through others, composed from kiln ops (so
+/// autodiff differentiates them): L1 = sum |x|, L2 = sqrt(sum x^2),
+/// LogSum = log(sum x), LogSumExp = log(sum exp(x - m)) + m with m the
+/// maximum (stable for large x). Axes follow convertReduce (attribute before
+/// opset 18, input from then on).
+enum class Composite { L1, L2, LogSum, LogSumExp };
+
+template <Composite K>
+LogicalResult convertReduceComposite(onnx::NodeOp, NodeRewriter &rw) {
+  constexpr int64_t inputFrom = 18;
+  Value x = KILN_TRY(rw.required(0));
+  int64_t rank = NodeRewriter::rankOf(x);
+  SmallVector<int64_t> axes;
+  if (rw.opset() < inputFrom)
+    axes = KILN_TRY(rw.intsAttr("axes"));
+  else if (rw.input(1))
+    axes = KILN_TRY(rw.constInts(1, "axes"));
+  bool keepdims = KILN_TRY(rw.intAttr("keepdims", 1)) != 0;
+  bool noop = axes.empty() && rw.opset() >= inputFrom &&
+              KILN_TRY(rw.intAttr("noop_with_empty_axes", 0));
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  axes = KILN_TRY(normalizeAxes(rw, axes, rank));
+  OpBuilder &b = rw.builder();
+  auto reduce = [&](auto tag, Value v, bool keep) -> FailureOr<Value> {
+    using Op = decltype(tag);
+    return rw.create<Op>({v}, {rw.arrayAttr("axes", noop ? SmallVector<int64_t>{} : axes),
+                               rw.attr("keepdims", b.getBoolAttr(keep))});
+  };
+  Value y;
+  if constexpr (K == Composite::L1) {
+    y = KILN_TRY(reduce(ReduceSumOp{}, KILN_TRY(rw.create<AbsOp>({x})), keepdims));
+  } else if constexpr (K == Composite::L2) {
+    y = KILN_TRY(rw.create<SqrtOp>({KILN_TRY(reduce(ReduceSumSquareOp{}, x, keepdims))}));
+  } else if constexpr (K == Composite::LogSum) {
+    y = KILN_TRY(rw.create<LogOp>({KILN_TRY(reduce(ReduceSumOp{}, x, keepdims))}));
+  } else {
+    Value m = KILN_TRY(reduce(ReduceMaxOp{}, x, true));
+    Value e = KILN_TRY(rw.create<ExpOp>({KILN_TRY(rw.create<SubOp>({x, m}))}));
+    Value s = KILN_TRY(rw.create<LogOp>({KILN_TRY(reduce(ReduceSumOp{}, e, keepdims))}));
+    if (!keepdims)
+      m = KILN_TRY(rw.reshape(m, NodeRewriter::shapeOf(s)));
+    y = KILN_TRY(rw.create<AddOp>({s, m}));
+  }
+  return rw.replace(y);
+}
+
 template <typename OpTy>
 LogicalResult convertArgReduce(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
@@ -136,6 +184,10 @@ void kiln::populateONNXLinalgPatterns(ONNXPatternRegistry &r) {
   r.add("ReduceMin", 1, kMax, convertReduceFn<ReduceMinOp, 18>);
   r.add("ReduceProd", 1, kMax, convertReduceFn<ReduceProdOp, 18>);
   r.add("ReduceSumSquare", 1, kMax, convertReduceFn<ReduceSumSquareOp, 18>);
+  r.add("ReduceL1", 1, kMax, convertReduceComposite<Composite::L1>);
+  r.add("ReduceL2", 1, kMax, convertReduceComposite<Composite::L2>);
+  r.add("ReduceLogSum", 1, kMax, convertReduceComposite<Composite::LogSum>);
+  r.add("ReduceLogSumExp", 1, kMax, convertReduceComposite<Composite::LogSumExp>);
   r.add("ArgMax", 1, kMax, convertArgReduce<ArgMaxOp>);
   r.add("ArgMin", 1, kMax, convertArgReduce<ArgMinOp>);
   r.add("Softmax", 1, kMax, convertSoftmax<SoftmaxOp>);

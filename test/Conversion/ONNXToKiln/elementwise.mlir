@@ -264,3 +264,60 @@ func.func @identity(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %0 = onnx.node "Identity"(%x) opset 16 {} : (tensor<2x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
+
+// -----
+
+// Activations ONNX defines by formula become compositions of kiln ops.
+// CHECK-LABEL: func.func @formula_activations
+// PRelu: x < 0 ? slope * x : x.
+// CHECK: %[[NEG:.*]] = kiln.less %[[X:[^,]*]], %{{.*}} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi1>
+// CHECK: %[[SX:.*]] = kiln.mul %{{.*}}, %[[X]] : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: kiln.select %[[NEG]], %[[SX]], %[[X]]
+// Selu: gamma * elu(x, alpha).
+// CHECK: %[[E:.*]] = kiln.elu %[[X]] {alpha = 1.67326319 : f32}
+// CHECK: kiln.mul %{{.*}}, %[[E]]
+// HardSigmoid: max(min(alpha x + beta, 1), 0).
+// CHECK: kiln.min
+// CHECK: kiln.max
+// ThresholdedRelu, Shrink: selects.
+// CHECK: kiln.greater
+// CHECK: kiln.select
+// Softsign: x / (1 + |x|).
+// CHECK: kiln.abs
+// CHECK: kiln.div
+// CHECK-NOT: onnx.
+func.func @formula_activations(%x: tensor<2x3xf32>, %slope: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = onnx.node "PRelu"(%x, %slope) opset 16 {} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = onnx.node "Selu"(%x) opset 6 {} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = onnx.node "HardSigmoid"(%x) opset 6 {alpha = 0.5 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = onnx.node "ThresholdedRelu"(%x) opset 10 {alpha = 2.0 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %4 = onnx.node "Shrink"(%x) opset 9 {lambd = 1.5 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %5 = onnx.node "Softsign"(%x) opset 1 {} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Celu, HardSwish, Tan, Sinh, Cosh, CastLike, IsNaN, IsInf.
+// CHECK-LABEL: func.func @formula_misc
+// CHECK: kiln.elu
+// CHECK: kiln.min
+// CHECK: kiln.sin
+// CHECK: kiln.cos
+// CHECK: kiln.exp
+// CHECK: kiln.cast %{{.*}} : tensor<4xf32> -> tensor<4xi32>
+// CHECK: kiln.equal %[[Y:[^,]*]], %[[Y]]
+// CHECK: kiln.not
+// CHECK: kiln.or
+// CHECK-NOT: onnx.
+func.func @formula_misc(%x: tensor<4xf32>, %like: tensor<1xi32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<4xi1>, tensor<4xi1>) {
+  %0 = onnx.node "Celu"(%x) opset 12 {alpha = 2.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = onnx.node "HardSwish"(%x) opset 14 {} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = onnx.node "Tan"(%x) opset 7 {} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = onnx.node "Sinh"(%x) opset 9 {} : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = onnx.node "Cosh"(%x) opset 9 {} : (tensor<4xf32>) -> tensor<4xf32>
+  %5 = onnx.node "CastLike"(%x, %like) opset 15 {} : (tensor<4xf32>, tensor<1xi32>) -> tensor<4xi32>
+  %6 = onnx.node "IsNaN"(%x) opset 13 {} : (tensor<4xf32>) -> tensor<4xi1>
+  %7 = onnx.node "IsInf"(%x) opset 10 {} : (tensor<4xf32>) -> tensor<4xi1>
+  return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<4xi1>, tensor<4xi1>
+}

@@ -342,3 +342,11 @@ func.func @gather_elements_rank(%x: tensor<3x5xf32>, %i: tensor<3xi64>) -> tenso
   %0 = onnx.node "GatherElements"(%x, %i) opset 13 {axis = 0 : i64} : (tensor<3x5xf32>, tensor<3xi64>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
+
+// -----
+
+func.func @prelu_slope(%x: tensor<2x3xf32>, %s: tensor<2x4xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{(PRelu): shapes [2,4] and [2,3] do not broadcast}}
+  %0 = onnx.node "PRelu"(%x, %s) opset 16 {} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}

@@ -227,3 +227,30 @@ func.func @softmax_opset11_last(%x: tensor<4x10xf32>) -> (tensor<*xf32>, tensor<
   %1 = onnx.node "LogSoftmax"(%x) opset 1 {axis = -1 : i64} : (tensor<4x10xf32>) -> tensor<*xf32>
   return %0, %1 : tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x^2), ReduceLogSum = log(sum x),
+// ReduceLogSumExp = log(sum exp(x - max)) + max.
+// CHECK-LABEL: func.func @reduce_composites
+// CHECK: %[[A:.*]] = kiln.abs %[[X:[^ ]*]]
+// CHECK: kiln.reduce_sum %[[A]] {axes = array<i64: 1>, keepdims = false}
+// CHECK: %[[SS:.*]] = kiln.reduce_sum_square %[[X]] {axes = array<i64: 1>, keepdims = false}
+// CHECK: kiln.sqrt %[[SS]]
+// CHECK: %[[S:.*]] = kiln.reduce_sum %[[X]] {axes = array<i64: 1>, keepdims = false}
+// CHECK: kiln.log %[[S]]
+// CHECK: %[[M:.*]] = kiln.reduce_max %[[X]] {axes = array<i64: 1>}
+// CHECK: %[[D:.*]] = kiln.sub %[[X]], %[[M]]
+// CHECK: %[[E:.*]] = kiln.exp %[[D]]
+// CHECK: %[[SE:.*]] = kiln.reduce_sum %[[E]] {axes = array<i64: 1>, keepdims = false}
+// CHECK: %[[L:.*]] = kiln.log %[[SE]]
+// CHECK: %[[MR:.*]] = kiln.reshape %[[M]]
+// CHECK: kiln.add %[[L]], %[[MR]]
+// CHECK-NOT: onnx.
+func.func @reduce_composites(%x: tensor<2x3xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %0 = onnx.node "ReduceL1"(%x) opset 13 {axes = [1], keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %1 = onnx.node "ReduceL2"(%x) opset 13 {axes = [1], keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %2 = onnx.node "ReduceLogSum"(%x) opset 13 {axes = [1], keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %3 = onnx.node "ReduceLogSumExp"(%x) opset 13 {axes = [1], keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return %0, %1, %2, %3 : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
