@@ -692,9 +692,32 @@ OwningOpRef<ModuleOp> Importer::run() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   SmallVector<bool> argIsParam;
+  std::vector<std::pair<std::string, proto::TensorProto>> bound;
   for (const auto &input : graph.input()) {
     if (initNames.contains(input.name()))
       continue;
+    auto b = opts.boundInputs.find(input.name());
+    if (b != opts.boundInputs.end()) {
+      proto::TensorProto t;
+      if (!t.ParseFromString(b->second)) {
+        (void)fail(fileLoc, "the value bound to input " + quote(input.name()) +
+                                " is not a TensorProto");
+        return {};
+      }
+      int64_t numel = 1;
+      for (int64_t d : t.dims())
+        numel *= d;
+      if (isFloatingDataType(t.data_type()) && numel > 1) {
+        (void)fail(fileLoc, "input " + quote(input.name()) +
+                                " is a floating-point tensor; only integer and "
+                                "boolean inputs and floating scalars can be "
+                                "bound to a value");
+        return {};
+      }
+      t.set_name(input.name());
+      bound.push_back({input.name(), std::move(t)});
+      continue;
+    }
     auto type = inputType(input);
     if (failed(type))
       return {};
@@ -745,6 +768,32 @@ OwningOpRef<ModuleOp> Importer::run() {
     values[argNames[i]] = arg;
   }
   builder.setInsertionPointToEnd(entry);
+
+  // Bound inputs are constants too, of the type the model declares.
+  for (auto &[name, t] : bound) {
+    Location loc = nameLoc(name);
+    auto value = tensorAttr(t, "the value bound to input " + quote(name), loc, name);
+    if (failed(value))
+      return {};
+    const proto::ValueInfoProto *decl = nullptr;
+    for (const auto &input : graph.input())
+      if (input.name() == name)
+        decl = &input;
+    auto declared = inputType(*decl);
+    if (failed(declared))
+      return {};
+    auto want = dyn_cast<RankedTensorType>(*declared);
+    auto got = cast<ShapedType>(value->getType());
+    bool fits = want && want.getElementType() == got.getElementType() &&
+                want.getRank() == got.getRank();
+    for (int64_t d = 0; fits && d < want.getRank(); ++d)
+      fits = want.isDynamicDim(d) || want.getDimSize(d) == got.getDimSize(d);
+    if (!fits) {
+      (void)fail(loc, "the value bound to input " + quote(name) + " does not have its type");
+      return {};
+    }
+    values[name] = onnx::ConstantOp::create(builder, loc, value->getType(), *value).getResult();
+  }
 
   // Non-floating initializers are constants.
   for (const proto::TensorProto *init : constants) {
@@ -889,3 +938,25 @@ void registerONNXImportTranslation() {
 }
 
 } // namespace kiln
+
+bool kiln::onnxGraphInputNames(const std::string &path,
+                               std::vector<std::string> &names, std::string &err) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) {
+    err = path + ": " + buf.getError().message();
+    return false;
+  }
+  ::onnx::ModelProto model;
+  if (!model.ParseFromArray((*buf)->getBufferStart(), (int)(*buf)->getBufferSize())) {
+    err = path + " is not a valid ONNX model";
+    return false;
+  }
+  llvm::StringSet<> inits;
+  for (const auto &init : model.graph().initializer())
+    inits.insert(init.name());
+  names.clear();
+  for (const auto &input : model.graph().input())
+    if (!inits.contains(input.name()))
+      names.push_back(input.name());
+  return true;
+}

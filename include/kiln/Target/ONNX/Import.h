@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <string>
 
 namespace kiln {
@@ -33,6 +34,12 @@ struct ImportOptions {
   /// When set, receives the value of every parameter (floating initializer)
   /// as raw little-endian bytes, by initializer name: what a plan carries.
   std::map<std::string, std::string> *paramData = nullptr;
+  /// Graph inputs fixed to a value at compile time (ahead-of-time
+  /// specialisation, for inputs Kiln needs as constants: shapes, axes, a
+  /// Trilu's k, a Dropout ratio): input name -> a serialized TensorProto of
+  /// the input's declared type, integer or boolean, or a floating scalar. A bound input is not an argument of
+  /// @forward but a constant, as a non-floating initializer would be.
+  std::map<std::string, std::string> boundInputs;
 };
 
 /// Loads, validates and shape-infers the ONNX model at `path` and imports it
@@ -44,6 +51,12 @@ struct ImportOptions {
 mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
                                              mlir::MLIRContext &ctx,
                                              const ImportOptions &opts = {});
+
+/// The model's graph inputs that are not initializers, in order: what a
+/// backend test's input_K.pb files feed. False, with `err`, when the file is
+/// not a readable model.
+bool onnxGraphInputNames(const std::string &path, std::vector<std::string> &names,
+                         std::string &err);
 
 /// As importONNX, for a model already read into `bytes`; `path` names the
 /// model in locations and `kiln.weights`, and its folder holds external data.
