@@ -20,6 +20,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -362,6 +363,14 @@ std::string runOnnxTest(const std::string &dir) {
     std::vector<std::string> names;
     std::string why;
     if (onnxGraphInputNames(std::string(model), names, why)) {
+      // Candidates: inputs with one value across the data sets, smallest
+      // first, so shapes, axes and scalars are bound before any data.
+      struct Candidate {
+        int64_t numel;
+        size_t k;
+        std::string bytes;
+      };
+      std::vector<Candidate> cands;
       auto files = sortedMatches(sets[0], "input_", ".pb", false);
       isBound.assign(files.size(), false);
       for (size_t k = 0; k < files.size() && k < names.size(); ++k) {
@@ -377,24 +386,32 @@ std::string runOnnxTest(const std::string &dir) {
           llvm::sys::path::append(f, llvm::sys::path::filename(files[k]));
           same = slurp(std::string(f), other) && other == bytes;
         }
-        if (!same)
-          continue;
-        opts.boundInputs[names[k]] = bytes;
-        isBound[k] = true;
-        note += (note.empty() ? "" : ", ") + ("'" + names[k] + "'");
+        if (same)
+          cands.push_back({t.numel(), k, std::move(bytes)});
       }
-      if (!opts.boundInputs.empty()) {
+      std::stable_sort(cands.begin(), cands.end(),
+                       [](const Candidate &a, const Candidate &b) { return a.numel < b.numel; });
+      // Bind one more candidate at a time until the model converts.
+      for (const Candidate &c : cands) {
+        opts.boundInputs[names[c.k]] = c.bytes;
+        isBound[c.k] = true;
+        note += (note.empty() ? "" : ", ") + ("'" + names[c.k] + "'");
         std::string err2, stage2;
         auto again = compile(std::string(model), opts, err2, &stage2);
         if (again) {
           prog = std::move(again);
           note = "=with input" + std::string(opts.boundInputs.size() > 1 ? "s " : " ") +
                  note + " bound to the test's value at compile time";
-        } else {
-          err = err2;
-          stage = stage2;
+          break;
         }
+        err = err2;
+        stage = stage2;
+        if (stage2 != "convert" ||
+            err2.find("must be a constant or computable from constants") == std::string::npos)
+          break;
       }
+      if (!prog)
+        opts.boundInputs.clear();
     }
   }
   if (!prog) {

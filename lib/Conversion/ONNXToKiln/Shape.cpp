@@ -375,6 +375,34 @@ LogicalResult convertGatherElements(onnx::NodeOp, NodeRewriter &rw) {
       KILN_TRY(rw.create<GatherElementsOp>({x, idx}, {rw.i64Attr("axis", axis)})));
 }
 
+/// Trilu: keeps the upper (upper = 1) or lower triangle of the last two
+/// dims, shifted by the constant k, as a select with a constant mask.
+LogicalResult convertTrilu(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  ArrayRef<int64_t> shape = NodeRewriter::shapeOf(x);
+  if (shape.size() < 2)
+    return rw.error("input must have rank >= 2");
+  int64_t k = 0;
+  if (rw.input(1)) {
+    SmallVector<int64_t> ks = KILN_TRY(rw.constInts(1, "k"));
+    if (ks.size() != 1)
+      return rw.error("k must be a scalar");
+    k = ks[0];
+  }
+  bool upper = KILN_TRY(rw.intAttr("upper", 1)) != 0;
+  int64_t n = shape[shape.size() - 2], m = shape.back();
+  SmallVector<bool> keep;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  auto maskType = RankedTensorType::get({n, m}, rw.builder().getI1Type());
+  Value mask = rw.constant(DenseElementsAttr::get(maskType, ArrayRef<bool>(keep)));
+  Type elt = NodeRewriter::elementOf(x);
+  Value zero = isa<FloatType>(elt) ? rw.scalar(0.0, elt) : rw.scalar(0, elt);
+  Value zeros = KILN_TRY(rw.broadcast(zero, shape));
+  return rw.replace(KILN_TRY(rw.create<SelectOp>({mask, x, zeros})));
+}
+
 LogicalResult convertExpand(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   SmallVector<int64_t> shape = KILN_TRY(rw.constInts(1, "shape"));
@@ -463,6 +491,7 @@ void kiln::populateONNXShapePatterns(ONNXPatternRegistry &r) {
   r.add("Slice", 1, kMax, convertSlice);
   r.add("Gather", 1, kMax, convertGather);
   r.add("GatherElements", 11, kMax, convertGatherElements);
+  r.add("Trilu", 14, kMax, convertTrilu);
   r.add("Expand", 8, kMax, convertExpand);
   r.add("Tile", 6, kMax, convertTile);
   r.add("Pad", 2, kMax, convertPad);

@@ -339,3 +339,16 @@ func.func @gather_elements(%x: tensor<3x5xf32>, %i: tensor<3x2xi64>) -> tensor<3
   %0 = onnx.node "GatherElements"(%x, %i) opset 13 {axis = -1 : i64} : (tensor<3x5xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
   return %0 : tensor<3x2xf32>
 }
+
+// -----
+
+// Trilu: a select with a constant triangular mask (k = 1, lower).
+// CHECK-LABEL: func.func @trilu
+// CHECK: %[[M:.*]] = kiln.constant dense<{{\[}}[true, true, false], [true, true, true]]> : tensor<2x3xi1>
+// CHECK: kiln.select %[[M]], %{{.*}}, %{{.*}} : (tensor<2x3xi1>, tensor<4x2x3xf32>, tensor<4x2x3xf32>) -> tensor<4x2x3xf32>
+// CHECK-NOT: onnx.
+func.func @trilu(%x: tensor<4x2x3xf32>) -> tensor<4x2x3xf32> {
+  %k = onnx.constant dense<1> : tensor<i64>
+  %0 = onnx.node "Trilu"(%x, %k) opset 14 {upper = 0 : i64} : (tensor<4x2x3xf32>, tensor<i64>) -> tensor<4x2x3xf32>
+  return %0 : tensor<4x2x3xf32>
+}
