@@ -5,8 +5,8 @@
 
 // A named node (its location is just the name, so the error has no line).
 func.func @unsupported_named(%x: tensor<4x4xf32>) -> tensor<*xf32> {
-  // expected-error@unknown {{node 'tri' (Trilu): unsupported op 'Trilu'}}
-  %0 = onnx.node "Trilu"(%x) opset 14 {} : (tensor<4x4xf32>) -> tensor<*xf32> loc("tri")
+  // expected-error@unknown {{node 'mod' (Mod): unsupported op 'Mod'}}
+  %0 = onnx.node "Mod"(%x, %x) opset 13 {} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<*xf32> loc("mod")
   return %0 : tensor<*xf32>
 }
 
