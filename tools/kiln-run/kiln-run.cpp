@@ -3,8 +3,12 @@
 //
 //   kiln-run MODEL.onnx [--input FILE | --input NAME=FILE]... [--output-dir DIR]
 //            [--target cpu|cuda] [--dim NAME=N] [--batch-size N]
-//            [--emit-plan FILE] [--repeat N]
+//            [--emit-plan FILE] [--repeat N] [--bind NAME=FILE.pb]
 //   kiln-run --onnx-test DIR [DIR...]
+//
+// --bind fixes graph input NAME to the TensorProto in FILE.pb at compile time
+// (an integer or boolean tensor, or a floating scalar: a shape, axes, a
+// Trilu's k). The input is then not given with --input.
 //
 // Compiles the model (import, convert, lower, assign buffers, plan) in memory
 // and executes the plan with the CPU runtime. --onnx-test runs ONNX backend
@@ -32,6 +36,16 @@ using namespace kiln;
 namespace rt = kiln::rt;
 
 namespace {
+
+/// Reads a whole file; false if it cannot.
+bool slurp(const std::string &path, std::string &out) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return false;
+  out = (*buf)->getBuffer().str();
+  return true;
+}
+
 
 [[noreturn]] void die(const std::string &msg) {
   llvm::errs() << "kiln-run: " << msg << "\n";
@@ -94,6 +108,15 @@ Options parseArgs(int argc, char **argv) {
       if (eq == std::string::npos || eq == 0)
         die("--dim needs NAME=N, got '" + d + "'");
       o.import.dimValues[d.substr(0, eq)] = parseInt("--dim", d.substr(eq + 1));
+    } else if (flag == "--bind") {
+      std::string d = get();
+      size_t eq = d.find('=');
+      if (eq == std::string::npos || eq == 0)
+        die("--bind needs NAME=FILE.pb, got '" + d + "'");
+      std::string bytes, file = d.substr(eq + 1);
+      if (!slurp(file, bytes))
+        die(file + ": cannot read it");
+      o.import.boundInputs[d.substr(0, eq)] = bytes;
     } else if (a == "--onnx-test") {
       o.onnxTest = true;
     } else if (a == "-h" || a == "--help") {
@@ -101,7 +124,7 @@ Options parseArgs(int argc, char **argv) {
           << "usage: kiln-run MODEL.onnx [--input FILE | --input NAME=FILE]... "
              "[--output-dir DIR] [--target cpu|cuda]\n"
              "                [--dim NAME=N] [--batch-size N] [--emit-plan "
-             "FILE] [--repeat N]\n"
+             "FILE] [--repeat N] [--bind NAME=FILE.pb]\n"
              "       kiln-run --onnx-test DIR [DIR...]\n";
       std::exit(0);
     } else if (a.rfind("--", 0) == 0) {
@@ -326,15 +349,6 @@ std::vector<std::string> sortedMatches(const std::string &dir,
   for (auto &f : found)
     out.push_back(f.second);
   return out;
-}
-
-/// Reads a whole file; false if it cannot.
-bool slurp(const std::string &path, std::string &out) {
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf)
-    return false;
-  out = (*buf)->getBuffer().str();
-  return true;
 }
 
 /// Runs one backend test folder; "" on success, "=NOTE" on a success to

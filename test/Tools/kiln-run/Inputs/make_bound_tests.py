@@ -29,3 +29,6 @@ for name, shapes in (("same", [[3, 4], [3, 4]]), ("differ", [[3, 4], [4, 3]])):
                 f.write(numpy_helper.from_array(v, n).SerializeToString())
         with open(os.path.join(ds, "output_0.pb"), "wb") as f:
             f.write(numpy_helper.from_array(xv.reshape(shp), "y").SerializeToString())
+        if name == "same" and k == 0:
+            np.save(os.path.join(out, "x.npy"), xv)
+            np.save(os.path.join(out, "expect_y.npy"), xv.reshape(shp))
