@@ -243,6 +243,36 @@ LogicalResult convertBatchNorm(onnx::NodeOp node, NodeRewriter &rw) {
       std::min<unsigned>(3, node.getNumResults())));
 }
 
+/// InstanceNormalization: per (sample, channel), over the spatial dims,
+/// y = scale * (x - mean) / sqrt(var + epsilon) + B, composed from kiln ops.
+LogicalResult convertInstanceNorm(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value scale = KILN_TRY(rw.required(1));
+  Value bias = KILN_TRY(rw.required(2));
+  ArrayRef<int64_t> s = NodeRewriter::shapeOf(x);
+  if (s.size() < 3)
+    return rw.error("input must be [N, C, D...]");
+  float eps = KILN_TRY(rw.floatAttr("epsilon", 1e-5f));
+  Type elt = NodeRewriter::elementOf(x);
+  SmallVector<int64_t> axes, cshape = {s[1]};
+  for (size_t i = 2; i < s.size(); ++i) {
+    axes.push_back(i);
+    cshape.push_back(1);
+  }
+  OpBuilder &b = rw.builder();
+  auto mean = [&](Value v) {
+    return rw.create<ReduceMeanOp>({v}, {rw.arrayAttr("axes", axes),
+                                         rw.attr("keepdims", b.getBoolAttr(true))});
+  };
+  Value m = KILN_TRY(mean(x));
+  Value d = KILN_TRY(rw.create<SubOp>({x, m}));
+  Value var = KILN_TRY(mean(KILN_TRY(rw.create<MulOp>({d, d}))));
+  Value inv = KILN_TRY(rw.create<RsqrtOp>({KILN_TRY(rw.create<AddOp>({var, rw.scalar(eps, elt)}))}));
+  Value y = KILN_TRY(rw.create<MulOp>({d, inv}));
+  y = KILN_TRY(rw.create<MulOp>({y, KILN_TRY(rw.reshape(scale, cshape))}));
+  return rw.replace(KILN_TRY(rw.create<AddOp>({y, KILN_TRY(rw.reshape(bias, cshape))})));
+}
+
 LogicalResult convertLayerNorm(onnx::NodeOp node, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   Value scale = KILN_TRY(rw.required(1));
@@ -329,6 +359,7 @@ void kiln::populateONNXNNPatterns(ONNXPatternRegistry &r) {
   r.add("GlobalMaxPool", 1, kMax, convertGlobalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 9, kMax, convertBatchNorm);
   r.add("LayerNormalization", 17, kMax, convertLayerNorm);
+  r.add("InstanceNormalization", 6, kMax, convertInstanceNorm);
   r.add("Dropout", 7, kMax, convertDropout);
   r.add("SoftmaxCrossEntropyLoss", 12, kMax,
         convertLoss<SoftmaxCrossEntropyOp, /*WithLogProb=*/true>);

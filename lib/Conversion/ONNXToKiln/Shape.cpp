@@ -403,6 +403,61 @@ LogicalResult convertTrilu(onnx::NodeOp, NodeRewriter &rw) {
   return rw.replace(KILN_TRY(rw.create<SelectOp>({mask, x, zeros})));
 }
 
+/// DepthToSpace (DCR or CRD) and SpaceToDepth: reshape, transpose, reshape.
+template <bool ToSpace>
+LogicalResult convertDepthSpace(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  ArrayRef<int64_t> s = NodeRewriter::shapeOf(x);
+  if (s.size() != 4)
+    return rw.error("input must be [N, C, H, W]");
+  int64_t b = KILN_TRY(rw.intAttr("blocksize", 0));
+  if (b < 1)
+    return rw.error("blocksize must be >= 1");
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  Value y;
+  if (ToSpace) {
+    if (c % (b * b))
+      return rw.error("channels are not a multiple of blocksize^2");
+    std::string mode = KILN_TRY(rw.strAttr("mode", "DCR"));
+    if (mode != "DCR" && mode != "CRD")
+      return rw.error("mode must be DCR or CRD");
+    bool dcr = mode == "DCR";
+    y = KILN_TRY(rw.reshape(x, dcr ? SmallVector<int64_t>{n, b, b, c / (b * b), h, w}
+                                  : SmallVector<int64_t>{n, c / (b * b), b, b, h, w}));
+    y = KILN_TRY(rw.transpose(y, dcr ? SmallVector<int64_t>{0, 3, 4, 1, 5, 2}
+                                     : SmallVector<int64_t>{0, 1, 4, 2, 5, 3}));
+    y = KILN_TRY(rw.reshape(y, {n, c / (b * b), h * b, w * b}));
+  } else {
+    if (h % b || w % b)
+      return rw.error("height and width are not multiples of blocksize");
+    y = KILN_TRY(rw.reshape(x, {n, c, h / b, b, w / b, b}));
+    y = KILN_TRY(rw.transpose(y, {0, 3, 5, 1, 2, 4}));
+    y = KILN_TRY(rw.reshape(y, {n, c * b * b, h / b, w / b}));
+  }
+  return rw.replace(y);
+}
+
+/// EyeLike: a constant identity (shifted by k) of the input's 2-D shape.
+LogicalResult convertEyeLike(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  ArrayRef<int64_t> s = NodeRewriter::shapeOf(x);
+  if (s.size() != 2)
+    return rw.error("input must be 2-D");
+  int64_t k = KILN_TRY(rw.intAttr("k", 0));
+  Type elt = NodeRewriter::elementOf(x);
+  if (rw.hasAttr("dtype")) {
+    elt = onnx::getElementType(rw.builder().getContext(), KILN_TRY(rw.intAttr("dtype", 0)));
+    if (!elt)
+      return rw.error("unsupported dtype");
+  }
+  SmallVector<bool> eye;
+  for (int64_t i = 0; i < s[0]; ++i)
+    for (int64_t j = 0; j < s[1]; ++j)
+      eye.push_back(j - i == k);
+  auto t = RankedTensorType::get(s, rw.builder().getI1Type());
+  return rw.replace(rw.cast(rw.constant(DenseElementsAttr::get(t, ArrayRef<bool>(eye))), elt));
+}
+
 LogicalResult convertExpand(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
   SmallVector<int64_t> shape = KILN_TRY(rw.constInts(1, "shape"));
@@ -492,6 +547,9 @@ void kiln::populateONNXShapePatterns(ONNXPatternRegistry &r) {
   r.add("Gather", 1, kMax, convertGather);
   r.add("GatherElements", 11, kMax, convertGatherElements);
   r.add("Trilu", 14, kMax, convertTrilu);
+  r.add("DepthToSpace", 1, kMax, convertDepthSpace<true>);
+  r.add("SpaceToDepth", 1, kMax, convertDepthSpace<false>);
+  r.add("EyeLike", 9, kMax, convertEyeLike);
   r.add("Expand", 8, kMax, convertExpand);
   r.add("Tile", 6, kMax, convertTile);
   r.add("Pad", 2, kMax, convertPad);

@@ -321,3 +321,19 @@ func.func @formula_misc(%x: tensor<4xf32>, %like: tensor<1xi32>) -> (tensor<4xf3
   %7 = onnx.node "IsInf"(%x) opset 10 {} : (tensor<4xf32>) -> tensor<4xi1>
   return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<4xi1>, tensor<4xi1>
 }
+
+// -----
+
+// Round half to even: floor, then up when the rest is > 0.5, or is 0.5 and
+// the floor is odd.
+// CHECK-LABEL: func.func @round
+// CHECK: %[[R:.*]] = kiln.floor %[[X:[^ ]*]]
+// CHECK: kiln.equal
+// CHECK: kiln.and
+// CHECK: kiln.or
+// CHECK: kiln.select
+// CHECK-NOT: onnx.
+func.func @round(%x: tensor<5xf32>) -> tensor<5xf32> {
+  %0 = onnx.node "Round"(%x) opset 11 {} : (tensor<5xf32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}

@@ -321,3 +321,18 @@ func.func @nll_loss(%s: tensor<4x10xf32>, %l: tensor<4xi64>, %s3: tensor<2x5x3xf
   %2 = onnx.node "NegativeLogLikelihoodLoss"(%s3, %l3, %w) opset 13 {} : (tensor<2x5x3xf32>, tensor<2x3xi32>, tensor<5xf32>) -> tensor<*xf32>
   return %0, %1, %2 : tensor<f32>, tensor<2x3xf32>, tensor<*xf32>
 }
+
+// -----
+
+// InstanceNormalization: mean and variance over the spatial dims per
+// (sample, channel); scale and bias broadcast as [C, 1, 1].
+// CHECK-LABEL: func.func @instance_norm
+// CHECK: %[[M:.*]] = kiln.reduce_mean %[[X:[^ ]*]] {axes = array<i64: 2, 3>}
+// CHECK: %[[D:.*]] = kiln.sub %[[X]], %[[M]]
+// CHECK: kiln.rsqrt
+// CHECK: kiln.reshape %{{.*}} : tensor<3xf32> -> tensor<3x1x1xf32>
+// CHECK-NOT: onnx.
+func.func @instance_norm(%x: tensor<2x3x4x5xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<2x3x4x5xf32> {
+  %0 = onnx.node "InstanceNormalization"(%x, %s, %b) opset 6 {epsilon = 1.0e-3 : f32} : (tensor<2x3x4x5xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x5xf32>
+  return %0 : tensor<2x3x4x5xf32>
+}

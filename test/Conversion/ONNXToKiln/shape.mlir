@@ -352,3 +352,21 @@ func.func @trilu(%x: tensor<4x2x3xf32>) -> tensor<4x2x3xf32> {
   %0 = onnx.node "Trilu"(%x, %k) opset 14 {upper = 0 : i64} : (tensor<4x2x3xf32>, tensor<i64>) -> tensor<4x2x3xf32>
   return %0 : tensor<4x2x3xf32>
 }
+
+// -----
+
+// DepthToSpace (DCR) and SpaceToDepth: reshape, transpose, reshape.
+// EyeLike: a constant mask cast to the element type (folded).
+// CHECK-LABEL: func.func @depth_space_eye
+// CHECK: kiln.reshape %{{.*}} : tensor<1x8x2x3xf32> -> tensor<1x2x2x2x2x3xf32>
+// CHECK: kiln.transpose %{{.*}} {perm = array<i64: 0, 3, 4, 1, 5, 2>}
+// CHECK: kiln.reshape %{{.*}} : tensor<1x2x2x2x3x2xf32> -> tensor<1x2x4x6xf32>
+// CHECK: kiln.transpose %{{.*}} {perm = array<i64: 0, 3, 5, 1, 2, 4>}
+// CHECK: kiln.constant dense<{{\[}}[0.000000e+00, 1.000000e+00, 0.000000e+00], [0.000000e+00, 0.000000e+00, 1.000000e+00]]> : tensor<2x3xf32>
+// CHECK-NOT: onnx.
+func.func @depth_space_eye(%x: tensor<1x8x2x3xf32>, %e: tensor<2x3xf32>) -> (tensor<1x2x4x6xf32>, tensor<1x8x2x3xf32>, tensor<2x3xf32>) {
+  %0 = onnx.node "DepthToSpace"(%x) opset 13 {blocksize = 2 : i64} : (tensor<1x8x2x3xf32>) -> tensor<1x2x4x6xf32>
+  %1 = onnx.node "SpaceToDepth"(%0) opset 13 {blocksize = 2 : i64} : (tensor<1x2x4x6xf32>) -> tensor<1x8x2x3xf32>
+  %2 = onnx.node "EyeLike"(%e) opset 9 {k = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0, %1, %2 : tensor<1x2x4x6xf32>, tensor<1x8x2x3xf32>, tensor<2x3xf32>
+}
