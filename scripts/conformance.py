@@ -147,11 +147,12 @@ def main():
     lines.append("")
     lines.append("Kiln compiles static shapes: an op whose shape, axes, count or "
                  "ratio is a graph input needs that value at compile time. For "
-                 "such tests `kiln-run --onnx-test` binds the test's integer, "
-                 "boolean and scalar inputs to their value "
-                 "(`ImportOptions::boundInputs`, ahead-of-time specialisation; "
-                 "the value must be the same in every data set) and runs the "
-                 "rest; they are listed at the end.")
+                 "such tests `kiln-run --onnx-test` binds, smallest first, as "
+                 "many of the test's integer, boolean and scalar inputs as "
+                 "conversion needs to their value (`ImportOptions::boundInputs`, "
+                 "ahead-of-time specialisation, as `kiln-run --bind` does; the "
+                 "value must be the same in every data set) and feeds the rest; "
+                 "they are listed at the end.")
     lines.append("")
     lines.append("Failures by kind: " + ", ".join(
         "%s %d" % (k, v) for k, v in sorted(kinds.items())) + ".")
