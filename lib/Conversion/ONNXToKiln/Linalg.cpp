@@ -62,29 +62,41 @@ LogicalResult convertGemm(onnx::NodeOp, NodeRewriter &rw) {
   return rw.replace(y);
 }
 
-/// The axes of a Reduce* node: an attribute before `inputFrom`, an optional
-/// input from then on. Empty means all axes, or none with
-/// noop_with_empty_axes.
+/// What a Reduce* node reduces: its axes (an attribute before `inputFrom`,
+/// an optional input from then on; empty means all axes), keepdims, and
+/// whether it is a no-op (empty axes with noop_with_empty_axes).
+struct ReduceSpec {
+  SmallVector<int64_t> axes;
+  bool keepdims = true;
+  bool noop = false;
+};
+
+FailureOr<ReduceSpec> reduceSpec(NodeRewriter &rw, Value x, int64_t inputFrom) {
+  int64_t rank = NodeRewriter::rankOf(x);
+  ReduceSpec r;
+  if (rw.opset() < inputFrom)
+    r.axes = KILN_TRY(rw.intsAttr("axes"));
+  else if (rw.input(1))
+    r.axes = KILN_TRY(rw.constInts(1, "axes"));
+  r.keepdims = KILN_TRY(rw.intAttr("keepdims", 1)) != 0;
+  if (r.axes.empty()) {
+    r.noop = rw.opset() >= inputFrom && KILN_TRY(rw.intAttr("noop_with_empty_axes", 0));
+    for (int64_t i = 0; i < rank; ++i)
+      r.axes.push_back(i);
+  }
+  r.axes = KILN_TRY(normalizeAxes(rw, r.axes, rank));
+  return r;
+}
+
 template <typename OpTy>
 LogicalResult convertReduce(onnx::NodeOp, NodeRewriter &rw, int64_t inputFrom) {
   Value x = KILN_TRY(rw.required(0));
-  int64_t rank = NodeRewriter::rankOf(x);
-  SmallVector<int64_t> axes;
-  if (rw.opset() < inputFrom)
-    axes = KILN_TRY(rw.intsAttr("axes"));
-  else if (rw.input(1))
-    axes = KILN_TRY(rw.constInts(1, "axes"));
-  bool keepdims = KILN_TRY(rw.intAttr("keepdims", 1)) != 0;
-  if (axes.empty()) {
-    if (rw.opset() >= inputFrom && KILN_TRY(rw.intAttr("noop_with_empty_axes", 0)))
-      return rw.replace(x);
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  }
-  axes = KILN_TRY(normalizeAxes(rw, axes, rank));
+  ReduceSpec r = KILN_TRY(reduceSpec(rw, x, inputFrom));
+  if (r.noop)
+    return rw.replace(x);
   return rw.replace(KILN_TRY(rw.create<OpTy>(
-      {x}, {rw.arrayAttr("axes", axes),
-            rw.attr("keepdims", rw.builder().getBoolAttr(keepdims))})));
+      {x}, {rw.arrayAttr("axes", r.axes),
+            rw.attr("keepdims", rw.builder().getBoolAttr(r.keepdims))})));
 }
 
 template <typename OpTy, int64_t InputFrom>
@@ -101,21 +113,10 @@ enum class Composite { L1, L2, LogSum, LogSumExp };
 
 template <Composite K>
 LogicalResult convertReduceComposite(onnx::NodeOp, NodeRewriter &rw) {
-  constexpr int64_t inputFrom = 18;
   Value x = KILN_TRY(rw.required(0));
-  int64_t rank = NodeRewriter::rankOf(x);
-  SmallVector<int64_t> axes;
-  if (rw.opset() < inputFrom)
-    axes = KILN_TRY(rw.intsAttr("axes"));
-  else if (rw.input(1))
-    axes = KILN_TRY(rw.constInts(1, "axes"));
-  bool keepdims = KILN_TRY(rw.intAttr("keepdims", 1)) != 0;
-  bool noop = axes.empty() && rw.opset() >= inputFrom &&
-              KILN_TRY(rw.intAttr("noop_with_empty_axes", 0));
-  if (axes.empty())
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  axes = KILN_TRY(normalizeAxes(rw, axes, rank));
+  ReduceSpec r = KILN_TRY(reduceSpec(rw, x, /*inputFrom=*/18));
+  bool keepdims = r.keepdims, noop = r.noop;
+  const SmallVector<int64_t> &axes = r.axes;
   OpBuilder &b = rw.builder();
   auto reduce = [&](auto tag, Value v, bool keep) -> FailureOr<Value> {
     using Op = decltype(tag);
