@@ -104,10 +104,6 @@ template <typename F> auto byFloat(const KernelSpec &spec, DType t, F &&f) {
   unsupportedType(spec, t);
 }
 
-/// exp in the kernel's type: FastMath.h's vectorisable form for float.
-inline float expAcc(float x) { return fastExp(x); }
-inline double expAcc(double x) { return std::exp(x); }
-
 int64_t loadIndex(DType t, const void *p, int64_t i) {
   return t == DType::I64 ? static_cast<const int64_t *>(p)[i]
                          : static_cast<const int32_t *>(p)[i];
@@ -514,19 +510,17 @@ public:
     }
   }
 
-  /// Data: a = dy, b = w, r = dx. Weights: a = x, b = dy, r = dw.
-  void run(const float *a, const float *b, float *r) {
+  /// The kernel's operands. Data: a = dy, b = w, r = dx. Weights: a = x,
+  /// b = dy, r = dw.
+  void run(const void *const *in, void *const *out) {
     dnnl::stream &st = dnnlStream();
-    a_.user.set_data_handle(const_cast<float *>(a));
-    b_.user.set_data_handle(const_cast<float *>(b));
-    r_.user.set_data_handle(r);
-    if (a_.reordered)
-      a_.reorder.execute(st, a_.user, a_.prim);
-    if (b_.reordered)
-      b_.reorder.execute(st, b_.user, b_.prim);
+    a_.bind(in[0]);
+    b_.bind(in[1]);
+    r_.bind(out[0]);
+    a_.toPrim(st);
+    b_.toPrim(st);
     prim_.execute(st, args_);
-    if (r_.reordered)
-      r_.reorder.execute(st, r_.prim, r_.user);
+    r_.toUser(st);
     st.wait();
   }
 
@@ -596,31 +590,37 @@ private:
   std::unordered_map<int, dnnl::memory> args_;
 };
 
-/// A conv gradient kernel on oneDNN (f32 with work to do); otherwise
-/// `direct`, the double-accumulating loop.
-class ConvGradKernel final : public Kernel {
+/// A gradient kernel that runs on a oneDNN primitive `D` where one was
+/// built (f32, a geometry oneDNN computes the same way), else on `direct`,
+/// the double-accumulating loop.
+template <typename D> class DnnlOrDirectKernel final : public Kernel {
 public:
-  ConvGradKernel(std::unique_ptr<DnnlConvGrad> dnnl, std::unique_ptr<Kernel> direct)
+  DnnlOrDirectKernel(std::unique_ptr<D> dnnl, std::unique_ptr<Kernel> direct)
       : dnnl_(std::move(dnnl)), direct_(std::move(direct)) {}
   void run(ExecContext &ctx, const void *const *in, void *const *out) override {
     if (dnnl_)
-      dnnl_->run(static_cast<const float *>(in[0]),
-                 static_cast<const float *>(in[1]), static_cast<float *>(out[0]));
+      dnnl_->run(in, out);
     else
       direct_->run(ctx, in, out);
   }
 
 private:
-  std::unique_ptr<DnnlConvGrad> dnnl_;
+  std::unique_ptr<D> dnnl_;
   std::unique_ptr<Kernel> direct_;
 };
+
+template <typename D>
+std::unique_ptr<Kernel> dnnlOrDirect(std::unique_ptr<D> dnnl,
+                                     std::unique_ptr<Kernel> direct) {
+  return std::make_unique<DnnlOrDirectKernel<D>>(std::move(dnnl), std::move(direct));
+}
 
 std::unique_ptr<Kernel> convGradKernel(const KernelSpec &spec, const ConvGeom &g,
                                        bool weights, std::unique_ptr<Kernel> direct) {
   std::unique_ptr<DnnlConvGrad> dnnl;
   if (spec.inputs[0]->dtype == DType::F32 && g.N > 0 && g.C > 0 && g.O > 0)
     dnnl = std::make_unique<DnnlConvGrad>(spec, g, weights);
-  return std::make_unique<ConvGradKernel>(std::move(dnnl), std::move(direct));
+  return dnnlOrDirect(std::move(dnnl), std::move(direct));
 }
 
 std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
@@ -772,14 +772,15 @@ public:
     }
   }
 
-  void run(const float *dy, const float *x, float *dx) {
+  /// The kernel's operands: dy (and, for max, x) -> dx.
+  void run(const void *const *in, void *const *out) {
     dnnl::stream &st = dnnlStream();
     if (isMax_) {
-      src_.set_data_handle(const_cast<float *>(x));
+      src_.set_data_handle(const_cast<void *>(in[1]));
       fwd_.execute(st, fwdArgs_);
     }
-    diffDst_.set_data_handle(const_cast<float *>(dy));
-    diffSrc_.set_data_handle(dx);
+    diffDst_.set_data_handle(const_cast<void *>(in[0]));
+    diffSrc_.set_data_handle(out[0]);
     bwd_.execute(st, bwdArgs_);
     st.wait();
   }
@@ -847,33 +848,12 @@ private:
   std::unordered_map<int, dnnl::memory> fwdArgs_, bwdArgs_;
 };
 
-/// A pooling gradient kernel on oneDNN where it applies, else `direct`.
-class PoolGradKernel final : public Kernel {
-public:
-  PoolGradKernel(std::unique_ptr<DnnlPoolGrad> dnnl, std::unique_ptr<Kernel> direct,
-                 bool isMax)
-      : dnnl_(std::move(dnnl)), direct_(std::move(direct)), isMax_(isMax) {}
-  void run(ExecContext &ctx, const void *const *in, void *const *out) override {
-    if (dnnl_)
-      dnnl_->run(static_cast<const float *>(in[0]),
-                 isMax_ ? static_cast<const float *>(in[1]) : nullptr, // avg: dy only
-                 static_cast<float *>(out[0]));
-    else
-      direct_->run(ctx, in, out);
-  }
-
-private:
-  std::unique_ptr<DnnlPoolGrad> dnnl_;
-  std::unique_ptr<Kernel> direct_;
-  bool isMax_;
-};
-
 std::unique_ptr<Kernel> poolGradKernel(const KernelSpec &spec, const PoolG &g,
                                        bool isMax, std::unique_ptr<Kernel> direct) {
   std::unique_ptr<DnnlPoolGrad> dnnl;
   if (spec.inputs[0]->dtype == DType::F32)
     dnnl = DnnlPoolGrad::create(g, isMax);
-  return std::make_unique<PoolGradKernel>(std::move(dnnl), std::move(direct), isMax);
+  return dnnlOrDirect(std::move(dnnl), std::move(direct));
 }
 
 std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {

@@ -243,16 +243,13 @@ public:
 
   void run(const float *x, const float *w, float *y) {
     dnnl::stream &st = dnnlStream();
-    src_.user.set_data_handle(const_cast<float *>(x));
-    wei_.user.set_data_handle(const_cast<float *>(w));
-    dst_.user.set_data_handle(y);
-    if (src_.reordered)
-      src_.reorder.execute(st, src_.user, src_.prim);
-    if (wei_.reordered)
-      wei_.reorder.execute(st, wei_.user, wei_.prim);
+    src_.bind(x);
+    wei_.bind(w);
+    dst_.bind(y);
+    src_.toPrim(st);
+    wei_.toPrim(st);
     prim_.execute(st, args_);
-    if (dst_.reordered)
-      dst_.reorder.execute(st, dst_.prim, dst_.user);
+    dst_.toUser(st);
     st.wait();
   }
 

@@ -118,6 +118,19 @@ struct Staged {
     prim = dnnl::memory(primMd, eng, buf.data());
     reorder = toPrim ? dnnl::reorder(user, prim) : dnnl::reorder(prim, user);
   }
+
+  /// Points the plain memory at the caller's tensor.
+  void bind(const void *p) { user.set_data_handle(const_cast<void *>(p)); }
+  /// An input: plain -> primitive layout, when they differ.
+  void toPrim(dnnl::stream &st) {
+    if (reordered)
+      reorder.execute(st, user, prim);
+  }
+  /// An output: primitive layout -> plain, when they differ.
+  void toUser(dnnl::stream &st) {
+    if (reordered)
+      reorder.execute(st, prim, user);
+  }
 };
 
 /// Loads `n` 16-bit floats (f16 or bf16) as f32, in parallel when large.

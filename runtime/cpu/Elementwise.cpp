@@ -70,29 +70,16 @@ struct SignOp {
     static constexpr Accepts kAccepts = Accepts::Float;                        \
     template <typename C> C operator()(C x) const { return EXPR; }             \
   };
-// float exp and erf (f32, and f16/bf16 computed in f32) use FastMath.h's
-// vectorisable forms; double uses libm.
-template <typename C> C expOf(C x) {
-  if constexpr (std::is_same_v<C, float>)
-    return fastExp(x);
-  else
-    return std::exp(x);
-}
-template <typename C> C erfOf(C x) {
-  if constexpr (std::is_same_v<C, float>)
-    return fastErf(x);
-  else
-    return std::erf(x);
-}
-KILN_FLOAT_UNARY(ExpOp, expOf(x))
+// exp and erf: FastMath.h's vectorisable float forms (expAcc, erfAcc).
+KILN_FLOAT_UNARY(ExpOp, expAcc(x))
 KILN_FLOAT_UNARY(LogOp, std::log(x))
 KILN_FLOAT_UNARY(TanhOp, std::tanh(x))
-KILN_FLOAT_UNARY(SigmoidOp, C(1) / (C(1) + expOf(-x)))
+KILN_FLOAT_UNARY(SigmoidOp, C(1) / (C(1) + expAcc(-x)))
 KILN_FLOAT_UNARY(ReluOp, x < C(0) ? C(0) : x)
 KILN_FLOAT_UNARY(SqrtOp, std::sqrt(x))
 KILN_FLOAT_UNARY(RsqrtOp, C(1) / std::sqrt(x))
 KILN_FLOAT_UNARY(ReciprocalOp, C(1) / x)
-KILN_FLOAT_UNARY(ErfOp, erfOf(x))
+KILN_FLOAT_UNARY(ErfOp, erfAcc(x))
 KILN_FLOAT_UNARY(SoftplusOp, x > C(0) ? x + std::log1p(std::exp(-x))
                                       : std::log1p(std::exp(x)))
 KILN_FLOAT_UNARY(FloorOp, std::floor(x))

@@ -9,6 +9,7 @@
 #ifndef KILN_RUNTIME_CPU_FASTMATH_H
 #define KILN_RUNTIME_CPU_FASTMATH_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -71,6 +72,13 @@ inline float fastErf(float x) {
   float y = p / q;
   return x != x ? x : y;
 }
+
+/// exp and erf in a kernel's compute type: the forms above for float (f32,
+/// and f16/bf16 computed in f32), libm for double.
+inline float expAcc(float x) { return fastExp(x); }
+inline double expAcc(double x) { return std::exp(x); }
+inline float erfAcc(float x) { return fastErf(x); }
+inline double erfAcc(double x) { return std::erf(x); }
 
 } // namespace kiln::rt::cpu
 

@@ -109,9 +109,6 @@ inline int64_t normAxis(const KernelSpec &spec, const char *name, int64_t axis,
 using loops::kParallelWork;
 using loops::parallelRange;
 
-inline float expAcc(float x) { return fastExp(x); }
-inline double expAcc(double x) { return std::exp(x); }
-
 /// Max and log-sum-exp of the contiguous row x[0..n): on return `m` is the
 /// maximum and `lse` is log(sum(exp(x - m))).
 template <typename S> void rowLse(const S *x, int64_t n, Acc<S> &m, Acc<S> &lse) {

@@ -46,7 +46,6 @@ bool slurp(const std::string &path, std::string &out) {
   return true;
 }
 
-
 [[noreturn]] void die(const std::string &msg) {
   llvm::errs() << "kiln-run: " << msg << "\n";
   llvm::errs().flush();
@@ -351,15 +350,63 @@ std::vector<std::string> sortedMatches(const std::string &dir,
   return out;
 }
 
+/// What conversion says when an operand must be known at compile time.
+constexpr llvm::StringLiteral kNeedsConstant =
+    "must be a constant or computable from constants";
+
+/// Compiles `model` binding, smallest first, as few of a backend test's
+/// integer, boolean and scalar inputs as it takes to convert (each with one
+/// value across the data sets `sets`; `names` are the graph inputs the
+/// input_K.pb files feed). Null, with the last attempt's error, when no
+/// such binding converts; `opts.boundInputs` is then empty again.
+std::unique_ptr<rt::Program> compileBindingInputs(const std::string &model,
+                                                  const std::vector<std::string> &sets,
+                                                  const std::vector<std::string> &names,
+                                                  ImportOptions &opts, std::string &err,
+                                                  std::string &stage) {
+  struct Candidate {
+    int64_t numel;
+    std::string name, bytes;
+  };
+  std::vector<Candidate> cands;
+  auto files = sortedMatches(sets[0], "input_", ".pb", false);
+  for (size_t k = 0; k < files.size() && k < names.size(); ++k) {
+    rt::HostTensor t;
+    std::string bytes, e;
+    if (!rt::readTensorFile(files[k], t, e) ||
+        (rt::isFloat(t.dtype()) && t.numel() > 1) || !slurp(files[k], bytes))
+      continue;
+    bool same = true;
+    for (size_t s = 1; s < sets.size() && same; ++s) {
+      std::string other;
+      llvm::SmallString<256> f(sets[s]);
+      llvm::sys::path::append(f, llvm::sys::path::filename(files[k]));
+      same = slurp(std::string(f), other) && other == bytes;
+    }
+    if (same)
+      cands.push_back({t.numel(), names[k], std::move(bytes)});
+  }
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate &a, const Candidate &b) { return a.numel < b.numel; });
+  for (const Candidate &c : cands) {
+    opts.boundInputs[c.name] = c.bytes;
+    if (auto prog = compile(model, opts, err, &stage))
+      return prog;
+    if (stage != "convert" || err.find(kNeedsConstant) == std::string::npos)
+      break;
+  }
+  opts.boundInputs.clear();
+  return nullptr;
+}
+
 /// Runs one backend test folder; "" on success, "=NOTE" on a success to
 /// report with a note, else the reason.
 ///
 /// Kiln compiles static shapes, so an op whose shape, axes or count is a
 /// graph input (Reshape's shape, Trilu's k, ...) needs it at compile time.
-/// When conversion says so, the test's integer, boolean and scalar inputs are bound
-/// to their value (ImportOptions::boundInputs: ahead-of-time
-/// specialisation, which needs one value across the test's data sets) and
-/// the test runs with the remaining inputs; the PASS line names them.
+/// When conversion says so, compileBindingInputs binds the fewest of the
+/// test's integer, boolean and scalar inputs it needs (ahead-of-time
+/// specialisation) and the test runs with the rest; the PASS line names them.
 std::string runOnnxTest(const std::string &dir) {
   llvm::SmallString<256> model(dir);
   llvm::sys::path::append(model, "model.onnx");
@@ -368,66 +415,15 @@ std::string runOnnxTest(const std::string &dir) {
   std::string err, stage;
   auto sets = sortedMatches(dir, "test_data_set_", "", /*dirs=*/true);
   ImportOptions opts;
-  std::vector<bool> isBound;
-  std::string note;
+  std::vector<std::string> names; // graph inputs, when inputs are bound
+  std::string namesErr;
   auto prog = compile(std::string(model), opts, err, &stage);
-  if (!prog && stage == "convert" &&
-      err.find("must be a constant or computable from constants") != std::string::npos &&
-      !sets.empty()) {
-    std::vector<std::string> names;
-    std::string why;
-    if (onnxGraphInputNames(std::string(model), names, why)) {
-      // Candidates: inputs with one value across the data sets, smallest
-      // first, so shapes, axes and scalars are bound before any data.
-      struct Candidate {
-        int64_t numel;
-        size_t k;
-        std::string bytes;
-      };
-      std::vector<Candidate> cands;
-      auto files = sortedMatches(sets[0], "input_", ".pb", false);
-      isBound.assign(files.size(), false);
-      for (size_t k = 0; k < files.size() && k < names.size(); ++k) {
-        rt::HostTensor t;
-        std::string bytes, e;
-        if (!rt::readTensorFile(files[k], t, e) ||
-            (rt::isFloat(t.dtype()) && t.numel() > 1) || !slurp(files[k], bytes))
-          continue;
-        bool same = true;
-        for (size_t s = 1; s < sets.size() && same; ++s) {
-          std::string other;
-          llvm::SmallString<256> f(sets[s]);
-          llvm::sys::path::append(f, llvm::sys::path::filename(files[k]));
-          same = slurp(std::string(f), other) && other == bytes;
-        }
-        if (same)
-          cands.push_back({t.numel(), k, std::move(bytes)});
-      }
-      std::stable_sort(cands.begin(), cands.end(),
-                       [](const Candidate &a, const Candidate &b) { return a.numel < b.numel; });
-      // Bind one more candidate at a time until the model converts.
-      for (const Candidate &c : cands) {
-        opts.boundInputs[names[c.k]] = c.bytes;
-        isBound[c.k] = true;
-        note += (note.empty() ? "" : ", ") + ("'" + names[c.k] + "'");
-        std::string err2, stage2;
-        auto again = compile(std::string(model), opts, err2, &stage2);
-        if (again) {
-          prog = std::move(again);
-          note = "=with input" + std::string(opts.boundInputs.size() > 1 ? "s " : " ") +
-                 note + " bound to the test's value at compile time";
-          break;
-        }
-        err = err2;
-        stage = stage2;
-        if (stage2 != "convert" ||
-            err2.find("must be a constant or computable from constants") == std::string::npos)
-          break;
-      }
-      if (!prog)
-        opts.boundInputs.clear();
-    }
-  }
+  if (!prog && stage == "convert" && err.find(kNeedsConstant) != std::string::npos &&
+      !sets.empty() && onnxGraphInputNames(std::string(model), names, namesErr))
+    prog = compileBindingInputs(std::string(model), sets, names, opts, err, stage);
+  auto isBound = [&](size_t k) {
+    return k < names.size() && opts.boundInputs.count(names[k]);
+  };
   if (!prog) {
     if (stage == "convert" && err.find("no pattern") != std::string::npos)
       return "unsupported op: " + err;
@@ -459,7 +455,7 @@ std::string runOnnxTest(const std::string &dir) {
     };
     std::vector<size_t> live; // the inputs not bound at compile time
     for (size_t k = 0; k < ins.size(); ++k)
-      if (k >= isBound.size() || !isBound[k])
+      if (!isBound(k))
         live.push_back(k);
     for (size_t j = 0; j < live.size() && j < prog->inputDescs().size(); ++j)
       asBf16(ins[live[j]], prog->inputDescs()[j]);
@@ -484,7 +480,14 @@ std::string runOnnxTest(const std::string &dir) {
                " '" + prog->outputNames()[k] + "': " + why;
     }
   }
-  return opts.boundInputs.empty() ? "" : note;
+  if (opts.boundInputs.empty())
+    return "";
+  std::string note;
+  for (size_t k = 0; k < names.size(); ++k)
+    if (isBound(k))
+      note += (note.empty() ? "'" : ", '") + names[k] + "'";
+  return "=with input" + std::string(opts.boundInputs.size() > 1 ? "s " : " ") + note +
+         " bound to the test's value at compile time";
 }
 
 /// Runs `dir` in a child (a crash or a hang fails this test only).

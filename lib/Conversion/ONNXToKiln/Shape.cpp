@@ -375,6 +375,17 @@ LogicalResult convertGatherElements(onnx::NodeOp, NodeRewriter &rw) {
       KILN_TRY(rw.create<GatherElementsOp>({x, idx}, {rw.i64Attr("axis", axis)})));
 }
 
+/// A constant i1 [n, m] mask, true where keep(i, j).
+template <typename F>
+Value constantMask(NodeRewriter &rw, int64_t n, int64_t m, F keep) {
+  SmallVector<bool> bits;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      bits.push_back(keep(i, j));
+  auto t = RankedTensorType::get({n, m}, rw.builder().getI1Type());
+  return rw.constant(DenseElementsAttr::get(t, ArrayRef<bool>(bits)));
+}
+
 /// Trilu: keeps the upper (upper = 1) or lower triangle of the last two
 /// dims, shifted by the constant k, as a select with a constant mask.
 LogicalResult convertTrilu(onnx::NodeOp, NodeRewriter &rw) {
@@ -390,13 +401,10 @@ LogicalResult convertTrilu(onnx::NodeOp, NodeRewriter &rw) {
     k = ks[0];
   }
   bool upper = KILN_TRY(rw.intAttr("upper", 1)) != 0;
-  int64_t n = shape[shape.size() - 2], m = shape.back();
-  SmallVector<bool> keep;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j)
-      keep.push_back(upper ? j - i >= k : j - i <= k);
-  auto maskType = RankedTensorType::get({n, m}, rw.builder().getI1Type());
-  Value mask = rw.constant(DenseElementsAttr::get(maskType, ArrayRef<bool>(keep)));
+  Value mask = constantMask(rw, shape[shape.size() - 2], shape.back(),
+                            [&](int64_t i, int64_t j) {
+                              return upper ? j - i >= k : j - i <= k;
+                            });
   Type elt = NodeRewriter::elementOf(x);
   Value zero = isa<FloatType>(elt) ? rw.scalar(0.0, elt) : rw.scalar(0, elt);
   Value zeros = KILN_TRY(rw.broadcast(zero, shape));
@@ -450,12 +458,8 @@ LogicalResult convertEyeLike(onnx::NodeOp, NodeRewriter &rw) {
     if (!elt)
       return rw.error("unsupported dtype");
   }
-  SmallVector<bool> eye;
-  for (int64_t i = 0; i < s[0]; ++i)
-    for (int64_t j = 0; j < s[1]; ++j)
-      eye.push_back(j - i == k);
-  auto t = RankedTensorType::get(s, rw.builder().getI1Type());
-  return rw.replace(rw.cast(rw.constant(DenseElementsAttr::get(t, ArrayRef<bool>(eye))), elt));
+  Value eye = constantMask(rw, s[0], s[1], [&](int64_t i, int64_t j) { return j - i == k; });
+  return rw.replace(rw.cast(eye, elt));
 }
 
 LogicalResult convertExpand(onnx::NodeOp, NodeRewriter &rw) {

@@ -692,7 +692,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   SmallVector<bool> argIsParam;
-  std::vector<std::pair<std::string, proto::TensorProto>> bound;
+  std::vector<std::pair<const proto::ValueInfoProto *, proto::TensorProto>> bound;
   for (const auto &input : graph.input()) {
     if (initNames.contains(input.name()))
       continue;
@@ -715,7 +715,7 @@ OwningOpRef<ModuleOp> Importer::run() {
         return {};
       }
       t.set_name(input.name());
-      bound.push_back({input.name(), std::move(t)});
+      bound.push_back({&input, std::move(t)});
       continue;
     }
     auto type = inputType(input);
@@ -770,15 +770,12 @@ OwningOpRef<ModuleOp> Importer::run() {
   builder.setInsertionPointToEnd(entry);
 
   // Bound inputs are constants too, of the type the model declares.
-  for (auto &[name, t] : bound) {
+  for (auto &[decl, t] : bound) {
+    const std::string &name = decl->name();
     Location loc = nameLoc(name);
     auto value = tensorAttr(t, "the value bound to input " + quote(name), loc, name);
     if (failed(value))
       return {};
-    const proto::ValueInfoProto *decl = nullptr;
-    for (const auto &input : graph.input())
-      if (input.name() == name)
-        decl = &input;
     auto declared = inputType(*decl);
     if (failed(declared))
       return {};
