@@ -19,7 +19,6 @@
 #include "Dnnl.h"
 #include "Kernels.h"
 
-#include <array>
 #include <cstring>
 #include <unordered_map>
 
@@ -28,21 +27,10 @@ namespace {
 
 using dnnl::memory;
 
-constexpr int kMaxSpatial = 3;
-
-/// The geometry of a conv or conv_transpose step; spatial arrays are padded
-/// to three dims with neutral entries (size 1, stride 1, no padding).
-struct ConvGeom {
-  bool transposed = false;
-  int nsp = 0;
-  int64_t n = 0, c = 0, o = 0, groups = 1;
-  std::array<int64_t, kMaxSpatial> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1},
-      s{1, 1, 1}, d{1, 1, 1}, pl{0, 0, 0}, ph{0, 0, 0}, op{0, 0, 0};
-
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-  int64_t kSize() const { return k[0] * k[1] * k[2]; }
-};
+/// The geometry of a conv or conv_transpose step (ShapeRules.h): spatial
+/// arrays hold the real dims last, after neutral entries (size 1, stride 1,
+/// no padding), so the loops below cover 1 to 3 spatial dims alike.
+using ConvGeom = shape::WindowGeometry;
 
 ConvGeom checkConv(const KernelSpec &spec, bool transposed) {
   expectArity(spec, 2, 1);
@@ -56,76 +44,20 @@ ConvGeom checkConv(const KernelSpec &spec, bool transposed) {
     throw Error("kernel '" + name + "': input, weight and result must have one "
                 "element type, got " + x->str() + ", " + w->str() + " -> " +
                 y->str());
-  if (x->rank() < 3 || w->rank() != x->rank())
-    throw Error("kernel '" + name + "': input " + x->str() + " and weight " +
-                w->str() + " must both have rank N+2 with N >= 1");
-  for (const TensorDesc *t : {x, w, y})
-    for (int64_t v : t->shape)
-      if (v < 0)
-        throw Error("kernel '" + name + "': negative dimension in " + t->str());
-  ConvGeom g;
-  g.transposed = transposed;
-  g.nsp = (int)x->rank() - 2;
-  if (g.nsp > kMaxSpatial)
-    throw Error("kernel '" + name + "': " + std::to_string(g.nsp) +
-                " spatial dims, the CPU runtime supports 1 to 3");
-  size_t nsp = g.nsp;
-  std::vector<int64_t> strides = windowAttr(spec, "strides", nsp, 1);
-  std::vector<int64_t> dil = windowAttr(spec, "dilations", nsp, 1);
-  std::vector<int64_t> pad = windowAttr(spec, "padding", 2 * nsp, 0);
-  std::vector<int64_t> outPad;
+  std::vector<int64_t> strides = spec.attrs.getInts("strides"),
+                       dil = spec.attrs.getInts("dilations"),
+                       pad = spec.attrs.getInts("padding"), outPad;
   if (transposed)
-    outPad = windowAttr(spec, "output_padding", nsp, 0);
-  g.groups = spec.attrs.getInt("groups", 1);
-  g.n = x->shape[0];
-  g.c = x->shape[1];
-  if (g.groups < 1 || g.c % g.groups)
-    throw Error("kernel '" + name + "': " + std::to_string(g.c) +
-                " input channels do not split into " +
-                std::to_string(g.groups) + " groups");
-  if (transposed) {
-    if (w->shape[0] != g.c)
-      throw Error("kernel 'conv_transpose': weight " + w->str() +
-                  " does not match the input's " + std::to_string(g.c) +
-                  " channels");
-    g.o = w->shape[1] * g.groups;
-  } else {
-    g.o = w->shape[0];
-    if (g.o % g.groups || w->shape[1] * g.groups != g.c)
-      throw Error("kernel 'conv': channels do not match: input has " +
-                  std::to_string(g.c) + ", weight " + w->str() + " expects " +
-                  std::to_string(w->shape[1]) + " x " +
-                  std::to_string(g.groups) + " groups");
-  }
-  std::vector<int64_t> want = {g.n, g.o};
-  for (size_t i = 0; i < nsp; ++i) {
-    g.in[i] = x->shape[i + 2];
-    g.k[i] = w->shape[i + 2];
-    g.s[i] = strides[i];
-    g.d[i] = dil[i];
-    g.pl[i] = pad[i];
-    g.ph[i] = pad[i + nsp];
-    if (g.k[i] < 1)
-      throw Error("kernel '" + name + "': empty kernel in " + w->str());
-    int64_t span = g.d[i] * (g.k[i] - 1) + 1;
-    int64_t o;
-    if (transposed) {
-      g.op[i] = outPad[i];
-      o = g.s[i] * (g.in[i] - 1) + g.op[i] + span - g.pl[i] - g.ph[i];
-      if (o < 1)
-        throw Error("kernel 'conv_transpose': empty output in spatial dim " +
-                    std::to_string(i));
-    } else {
-      int64_t padded = g.in[i] + g.pl[i] + g.ph[i];
-      if (padded < span)
-        throw Error("kernel 'conv': kernel larger than padded input in "
-                    "spatial dim " + std::to_string(i));
-      o = (padded - span) / g.s[i] + 1;
-    }
-    g.out[i] = o;
-    want.push_back(o);
-  }
-  TensorDesc wantDesc{x->dtype, want};
+    outPad = spec.attrs.getInts("output_padding");
+  shape::WindowAttrs a;
+  a.strides = strides;
+  a.dilations = dil;
+  a.padding = pad;
+  a.outputPadding = outPad;
+  a.groups = spec.attrs.getInt("groups", 1);
+  ConvGeom g;
+  checkRule(spec, shape::convGeometry(x->shape, w->shape, a, transposed, g));
+  TensorDesc wantDesc{x->dtype, g.outShape()};
   if (*y != wantDesc)
     badOutput(spec, *y, wantDesc);
   return g;
@@ -232,7 +164,7 @@ public:
   DnnlConv(const KernelSpec &spec, const ConvGeom &g) {
     try {
       bool pointwise = !g.transposed;
-      for (int i = 0; i < g.nsp; ++i)
+      for (int i = g.first(); i < shape::kMaxSpatial; ++i)
         pointwise &= g.k[i] == 1 && g.s[i] == 1 && g.pl[i] == 0 && g.ph[i] == 0;
       if (!pointwise || !build(g, false))
         build(g, true);
@@ -260,35 +192,24 @@ private:
   bool build(const ConvGeom &g, bool anyLayout) {
     const int nsp = g.nsp;
     const bool grouped = g.groups > 1;
-    memory::dims sd = {g.n, g.c}, dd = {g.n, g.o}, wd, strides, dil, pl, pr;
-    memory::dims kd;
-    for (int i = 0; i < nsp; ++i) {
-      sd.push_back(g.in[i]);
-      dd.push_back(g.out[i]);
-      kd.push_back(g.k[i]);
-      strides.push_back(g.s[i]);
-      dil.push_back(g.d[i] - 1); // oneDNN counts the holes
-      pl.push_back(g.pl[i]);
-      pr.push_back(g.ph[i]);
-    }
-    const int64_t cpg = g.c / g.groups, opg = g.o / g.groups;
+    DnnlWindow dims(g);
+    const memory::dims &sd = dims.src, &dd = dims.dst, &wd = dims.weights,
+                       &strides = dims.strides, &dil = dims.holes, &pl = dims.padL;
+    memory::dims pr = dims.padR;
+    const int64_t cpg = g.cpg(), opg = g.opg();
     memory::desc userW;
     if (!g.transposed) {
       // [O, C/G, K...] == [G, O/G, C/G, K...], dense.
-      wd = grouped ? memory::dims{g.groups, opg, cpg} : memory::dims{g.o, cpg};
-      wd.insert(wd.end(), kd.begin(), kd.end());
       userW = plainF32(wd);
     } else {
       // Stored [C, O/G, K...] == [G][C/G][O/G][K...]; oneDNN's logical order
       // is [G, O/G, C/G, K...].
-      wd = grouped ? memory::dims{g.groups, opg, cpg} : memory::dims{g.o, cpg};
-      wd.insert(wd.end(), kd.begin(), kd.end());
       memory::dims ws(wd.size());
       int64_t ksz = g.kSize();
       size_t base = grouped ? 1 : 0;
       for (int i = 0; i < nsp; ++i) {
         int64_t st = 1;
-        for (int j = i + 1; j < nsp; ++j)
+        for (int j = g.dim(i) + 1; j < shape::kMaxSpatial; ++j)
           st *= g.k[j];
         ws[base + 2 + i] = st;
       }
@@ -301,8 +222,8 @@ private:
       // consistency check (integer division) satisfied with the plain end
       // pads. Beyond that, shrink the end pad (oneDNN accepts pad_r > -stride).
       for (int i = 0; i < nsp; ++i)
-        if (g.op[i] >= g.s[i])
-          pr[i] = g.ph[i] - g.op[i];
+        if (g.op[g.dim(i)] >= g.s[g.dim(i)])
+          pr[i] = g.ph[g.dim(i)] - g.op[g.dim(i)];
     }
     memory::desc userS = plainF32(sd), userD = plainF32(dd);
     auto any = memory::format_tag::any;
@@ -366,7 +287,7 @@ bool dnnlCan(const ConvGeom &g) {
   if (g.c == 0 || g.o == 0)
     return false;
   if (g.transposed)
-    for (int i = 0; i < g.nsp; ++i)
+    for (int i = g.first(); i < shape::kMaxSpatial; ++i)
       if (g.op[i] >= g.s[i] && g.ph[i] - g.op[i] + g.s[i] <= 0)
         return false;
   return true;

@@ -3,13 +3,16 @@
 //
 // One oneDNN CPU engine and stream for the process, memory-descriptor
 // helpers, a user-managed scratchpad, and the 16-bit float <-> f32 staging
-// loops the matmul/conv kernels use for f16 and bf16 operands. Everything
-// oneDNN throws at factory time is turned into a one-line kiln::rt::Error.
+// loops the matmul/conv kernels use for f16 and bf16 operands, and the
+// descriptor dims of a conv/pool window, derived from the one geometry of
+// kiln/runtime/ShapeRules.h. Everything oneDNN throws at factory time is
+// turned into a one-line kiln::rt::Error.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_CPU_DNNL_H
 #define KILN_RUNTIME_CPU_DNNL_H
 
 #include "kiln/runtime/Kernel.h"
+#include "kiln/runtime/ShapeRules.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -59,6 +62,19 @@ inline dnnl::memory::desc plainF32(const dnnl::memory::dims &dims) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32,
                             denseStrides(dims));
 }
+
+/// The oneDNN descriptor dims of a convolution or pooling window, for the
+/// forward and backward primitives alike: src [N, C, D...], dst [N, O, D...],
+/// weights ([G,] O/G, C/G, K...), the window, strides, dilations as holes,
+/// begin and end pads.
+struct DnnlWindow {
+  dnnl::memory::dims src, dst, weights, kernel, strides, holes, padL, padR;
+
+  explicit DnnlWindow(const shape::WindowGeometry &g)
+      : src(g.srcDims()), dst(g.dstDims()), weights(g.weightDims()),
+        kernel(g.kernelDims()), strides(g.strideDims()), holes(g.holeDims()),
+        padL(g.padLoDims()), padR(g.padHiDims()) {}
+};
 
 /// 64-byte-aligned scratch owned by a kernel, allocated at factory time.
 class Scratch {

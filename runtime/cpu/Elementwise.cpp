@@ -341,7 +341,8 @@ Walk broadcastWalk(const KernelSpec &spec) {
   std::vector<int64_t> shape;
   for (const TensorDesc *d : spec.inputs) {
     std::vector<int64_t> next;
-    if (!broadcastShape(shape, d->shape, next))
+    // ShapeRules.h's broadcast, the rule the ops' type inference applies.
+    if (!shape::broadcastShapes(shape, d->shape, next).empty())
       throw Error("kernel '" + spec.kernel + "' operands do not broadcast: " +
                   shapeStr(shape) + " and " + shapeStr(d->shape));
     shape = next;

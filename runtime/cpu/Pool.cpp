@@ -18,8 +18,8 @@
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
 #include "Kernels.h"
+#include "PoolWindow.h"
 
-#include <array>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -27,23 +27,9 @@
 namespace kiln::rt::cpu {
 namespace {
 
-constexpr int kMaxSpatial = 3;
-
-struct PoolGeom {
-  int nsp = 0;
-  int64_t planes = 0; // N * C
-  int64_t batch = 0, channels = 0;
-  bool includePad = false, anyCeilPad = false, emptyWindow = false;
-  std::array<int64_t, kMaxSpatial> ph{0, 0, 0};
-  std::array<int64_t, kMaxSpatial> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1},
-      s{1, 1, 1}, d{1, 1, 1}, pl{0, 0, 0};
-  // Per dim, per output index: first and one-past-last valid tap, and the
-  // divisor factor.
-  std::array<std::vector<int64_t>, kMaxSpatial> lo, hi, div;
-
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-};
+/// A pooling step: the window geometry (ShapeRules.h; spatial arrays hold
+/// the real dims last) and its tap tables (PoolWindow.h).
+using PoolGeom = PoolWindow;
 
 PoolGeom checkPool(const KernelSpec &spec, bool isAvg) {
   expectArity(spec, 1, 1);
@@ -54,87 +40,8 @@ PoolGeom checkPool(const KernelSpec &spec, bool isAvg) {
   if (y->dtype != x->dtype)
     throw Error("kernel '" + name + "': result type " + y->str() +
                 " differs from the input's element type " + x->str());
-  if (x->rank() < 3)
-    throw Error("kernel '" + name + "': input must be [N, C, D...], got " +
-                x->str());
-  for (int64_t v : x->shape)
-    if (v < 0)
-      throw Error("kernel '" + name + "': negative dimension in " + x->str());
-  PoolGeom g;
-  g.nsp = (int)x->rank() - 2;
-  if (g.nsp > kMaxSpatial)
-    throw Error("kernel '" + name + "': " + std::to_string(g.nsp) +
-                " spatial dims, the CPU runtime supports 1 to 3");
-  size_t nsp = g.nsp;
-  std::vector<int64_t> kernel = windowAttr(spec, "kernel", nsp, 1);
-  std::vector<int64_t> strides = windowAttr(spec, "strides", nsp, 1);
-  std::vector<int64_t> dil = windowAttr(spec, "dilations", nsp, 1);
-  std::vector<int64_t> pad = windowAttr(spec, "padding", 2 * nsp, 0);
-  bool includePad = false;
-  std::vector<int64_t> ceilPad(nsp, 0);
-  if (isAvg) {
-    includePad = spec.attrs.getBool("count_include_pad", false);
-    std::vector<int64_t> none;
-    std::vector<int64_t> cp = spec.attrs.getInts("ceil_pad", none);
-    if (!cp.empty())
-      ceilPad = windowAttr(spec, "ceil_pad", nsp, 0);
-    for (size_t i = 0; i < nsp; ++i)
-      if (ceilPad[i] > pad[i + nsp])
-        throw Error("kernel 'avg_pool': ceil_pad exceeds the end padding");
-  }
-  g.planes = x->shape[0] * x->shape[1];
-  g.batch = x->shape[0];
-  g.channels = x->shape[1];
-  g.includePad = includePad;
-  for (int64_t v : ceilPad)
-    g.anyCeilPad |= v != 0;
-  std::vector<int64_t> want = {x->shape[0], x->shape[1]};
-  for (size_t i = 0; i < nsp; ++i) {
-    int64_t in = x->shape[i + 2], k = kernel[i], s = strides[i], d = dil[i];
-    int64_t pl = pad[i], ph = pad[i + nsp];
-    int64_t span = d * (k - 1) + 1, padded = in + pl + ph;
-    if (padded < span)
-      throw Error("kernel '" + name + "': window larger than padded input in "
-                  "spatial dim " + std::to_string(i));
-    int64_t out = (padded - span) / s + 1;
-    want.push_back(out);
-    g.in[i] = in;
-    g.out[i] = out;
-    g.k[i] = k;
-    g.s[i] = s;
-    g.d[i] = d;
-    g.pl[i] = pl;
-    g.ph[i] = ph;
-    g.lo[i].resize(out);
-    g.hi[i].resize(out);
-    g.div[i].resize(out);
-    int64_t limit = in + ph - ceilPad[i]; // end of the counted extent
-    for (int64_t o = 0; o < out; ++o) {
-      int64_t start = o * s - pl, l = k, h = 0, counted = 0;
-      for (int64_t t = 0; t < k; ++t) {
-        int64_t pos = start + t * d;
-        if (pos >= 0 && pos < in) {
-          l = std::min(l, t);
-          h = t + 1;
-        }
-        if (pos < limit) // pos >= -pl always holds
-          ++counted;
-      }
-      if (h <= l) {
-        l = h = 0;
-        g.emptyWindow = true;
-      }
-      g.lo[i][o] = l;
-      g.hi[i][o] = h;
-      g.div[i][o] = includePad ? counted : h - l;
-    }
-  }
-  for (int i = g.nsp; i < kMaxSpatial; ++i) {
-    g.lo[i] = {0};
-    g.hi[i] = {1};
-    g.div[i] = {1};
-  }
-  TensorDesc wantDesc{x->dtype, want};
+  PoolGeom g = poolWindow(spec, *x, isAvg);
+  TensorDesc wantDesc{x->dtype, g.w.outShape()};
   if (*y != wantDesc)
     badOutput(spec, *y, wantDesc);
   return g;
@@ -183,45 +90,49 @@ template <typename Acc> inline bool isNan(Acc v) {
 }
 
 template <typename T, bool IsMax>
-void poolLoop(const PoolGeom &g, const T *x, T *y) {
+void poolLoop(const PoolGeom &pg, const T *x, T *y) {
   using E = Elem<T>;
   using Acc = typename E::Acc;
+  const shape::WindowGeometry &g = pg.w;
+  const PoolTaps &t = pg.taps;
   const int64_t isz = g.inSize(), osz = g.outSize();
-  const int64_t rows = g.planes * g.out[0];
+  // One row per (plane, o0, o1); the innermost output dim o2 is the real
+  // innermost spatial dim (the neutral ones lead).
+  const int64_t o01 = g.out[0] * g.out[1], rows = pg.planes() * o01;
   const int64_t i1n = g.in[1], i2n = g.in[2];
-  const int64_t window = g.k[0] * g.k[1] * g.k[2];
-  const bool par = rows * (osz / g.out[0]) * window > 32768;
+  const int64_t window = g.kSize();
+  const bool par = pg.planes() * osz * window > 32768;
 #pragma omp parallel for if (par) schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
-    const int64_t plane = row / g.out[0], o0 = row % g.out[0];
+    const int64_t plane = row / o01, o0 = row % o01 / g.out[1],
+                  o1 = row % g.out[1];
     const T *xp = x + plane * isz;
-    T *yp = y + plane * osz + o0 * g.out[1] * g.out[2];
-    for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
-      for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-        Acc acc = IsMax ? lowest<Acc>() : Acc(0);
-        for (int64_t k0 = g.lo[0][o0]; k0 < g.hi[0][o0]; ++k0) {
-          // Input position = o * s - pad + k * d; the tables already
-          // guarantee it is inside the input.
-          const int64_t i0 = o0 * g.s[0] + k0 * g.d[0] - g.pl[0];
-          for (int64_t k1 = g.lo[1][o1]; k1 < g.hi[1][o1]; ++k1) {
-            const int64_t i1 = o1 * g.s[1] + k1 * g.d[1] - g.pl[1];
-            const T *rowp = xp + (i0 * i1n + i1) * i2n;
-            const int64_t base2 = o2 * g.s[2] - g.pl[2];
-            for (int64_t k2 = g.lo[2][o2]; k2 < g.hi[2][o2]; ++k2) {
-              Acc v = E::load(rowp[base2 + k2 * g.d[2]]);
-              if constexpr (IsMax)
-                acc = (v > acc || isNan(v)) && !isNan(acc) ? v : acc;
-              else
-                acc += v;
-            }
+    T *yp = y + plane * osz + (o0 * g.out[1] + o1) * g.out[2];
+    for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+      Acc acc = IsMax ? lowest<Acc>() : Acc(0);
+      for (int64_t k0 = t.lo[0][o0]; k0 < t.hi[0][o0]; ++k0) {
+        // Input position = o * s - pad + k * d; the tables already
+        // guarantee it is inside the input.
+        const int64_t i0 = o0 * g.s[0] + k0 * g.d[0] - g.pl[0];
+        for (int64_t k1 = t.lo[1][o1]; k1 < t.hi[1][o1]; ++k1) {
+          const int64_t i1 = o1 * g.s[1] + k1 * g.d[1] - g.pl[1];
+          const T *rowp = xp + (i0 * i1n + i1) * i2n;
+          const int64_t base2 = o2 * g.s[2] - g.pl[2];
+          for (int64_t k2 = t.lo[2][o2]; k2 < t.hi[2][o2]; ++k2) {
+            Acc v = E::load(rowp[base2 + k2 * g.d[2]]);
+            if constexpr (IsMax)
+              acc = (v > acc || isNan(v)) && !isNan(acc) ? v : acc;
+            else
+              acc += v;
           }
         }
-        if constexpr (!IsMax) {
-          int64_t div = g.div[0][o0] * g.div[1][o1] * g.div[2][o2];
-          acc = div ? acc / (Acc)div : Acc(0);
-        }
-        yp[o1 * g.out[2] + o2] = E::store(acc);
       }
+      if constexpr (!IsMax) {
+        int64_t div = t.div[0][o0] * t.div[1][o1] * t.div[2][o2];
+        acc = div ? acc / (Acc)div : Acc(0);
+      }
+      yp[o2] = E::store(acc);
+    }
   }
 }
 
@@ -230,7 +141,7 @@ class DnnlPool {
 public:
   /// Null when oneDNN has no equivalent primitive for `g`.
   static std::unique_ptr<DnnlPool> create(const PoolGeom &g, bool isMax) {
-    if (g.emptyWindow || (!isMax && g.includePad && g.anyCeilPad))
+    if (g.taps.emptyWindow || (!isMax && g.includePad && g.anyCeilPad))
       return nullptr;
     try {
       return std::unique_ptr<DnnlPool>(new DnnlPool(g, isMax));
@@ -249,24 +160,15 @@ public:
 
 private:
   DnnlPool(const PoolGeom &g, bool isMax) {
-    dnnl::memory::dims sd = {g.batch, g.channels}, dd = {g.batch, g.channels},
-                       k, s, d, pl, pr;
-    for (int i = 0; i < g.nsp; ++i) {
-      sd.push_back(g.in[i]);
-      dd.push_back(g.out[i]);
-      k.push_back(g.k[i]);
-      s.push_back(g.s[i]);
-      d.push_back(g.d[i] - 1); // oneDNN counts the holes
-      pl.push_back(g.pl[i]);
-      pr.push_back(g.ph[i]);
-    }
+    DnnlWindow w(g.w);
     dnnl::algorithm alg = isMax ? dnnl::algorithm::pooling_max
                           : g.includePad
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
-    dnnl::memory::desc smd = plainF32(sd), dmd = plainF32(dd);
+    dnnl::memory::desc smd = plainF32(w.src), dmd = plainF32(w.dst);
     dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg,
-                                        smd, dmd, s, k, d, pl, pr);
+                                        smd, dmd, w.strides, w.kernel, w.holes,
+                                        w.padL, w.padR);
     dnnl::pooling_v2_forward::primitive_desc pd(desc, userScratchpadAttr(),
                                                 dnnlEngine());
     prim_ = dnnl::pooling_v2_forward(pd);
@@ -289,7 +191,7 @@ class PoolKernel : public Kernel {
 public:
   PoolKernel(PoolGeom g, DType t, bool isMax, int64_t nx, int64_t ny)
       : g_(std::move(g)), type_(t), isMax_(isMax), nx_(nx), ny_(ny) {
-    if (g_.planes == 0 || (t != DType::F32 && !is16BitFloat(t)))
+    if (g_.planes() == 0 || (t != DType::F32 && !is16BitFloat(t)))
       return;
     dnnl_ = DnnlPool::create(g_, isMax);
     if (dnnl_ && is16BitFloat(t)) {
@@ -299,7 +201,7 @@ public:
   }
 
   void run(ExecContext &, const void *const *in, void *const *out) override {
-    if (g_.planes == 0)
+    if (g_.planes() == 0)
       return;
     if (dnnl_) {
       if (type_ == DType::F32) {

@@ -245,21 +245,21 @@ private:
   std::vector<A> partial_;
 };
 
-/// Checks the reduced result shape of `in` over `reduced` (flags) against
-/// `out`.
-void expectReducedShape(const KernelSpec &spec, const TensorDesc &in,
-                        const std::vector<bool> &reduced, bool keepdims,
-                        const TensorDesc &out, DType outType) {
+/// Checks `axes` (ShapeRules.h's reduction rule, as the ops' type inference
+/// applies it) and the reduced result shape of `in` against `out`; returns
+/// one flag per input dim, true where reduced.
+std::vector<bool> expectReducedShape(const KernelSpec &spec, const TensorDesc &in,
+                                     const std::vector<int64_t> &axes, bool keepdims,
+                                     const TensorDesc &out, DType outType) {
   std::vector<int64_t> want;
-  for (int64_t i = 0; i < in.rank(); ++i) {
-    if (!reduced[i])
-      want.push_back(in.shape[i]);
-    else if (keepdims)
-      want.push_back(1);
-  }
+  std::vector<bool> reduced;
+  std::string err = shape::reducedShape(in.shape, axes, keepdims, want, &reduced);
+  if (!err.empty())
+    throw Error("kernel '" + spec.kernel + "' " + err);
   if (out.shape != want || out.dtype != outType)
     throw Error("kernel '" + spec.kernel + "' result " + out.str() +
                 " should be " + dtypeName(outType) + shapeStr(want));
+  return reduced;
 }
 
 template <typename Op> KernelFactory reduceFactory() {
@@ -271,18 +271,8 @@ template <typename Op> KernelFactory reduceFactory() {
     std::vector<int64_t> axes = spec.attrs.getInts("axes");
     bool keepdims = spec.attrs.getBool("keepdims", true);
     int64_t rank = in.rank();
-    std::vector<bool> reduced(rank, false);
-    int64_t prev = -1;
-    for (int64_t a : axes) {
-      if (a < 0 || a >= rank)
-        throw Error("kernel '" + spec.kernel + "' axis " + std::to_string(a) +
-                    " is out of range for rank " + std::to_string(rank));
-      if (a <= prev)
-        throw Error("kernel '" + spec.kernel + "' axes must be sorted and unique");
-      prev = a;
-      reduced[a] = true;
-    }
-    expectReducedShape(spec, in, reduced, keepdims, *spec.outputs[0], in.dtype);
+    std::vector<bool> reduced =
+        expectReducedShape(spec, in, axes, keepdims, *spec.outputs[0], in.dtype);
     // Blocks of (size, reduced) without size-1 dims, same roles merged.
     std::vector<std::pair<int64_t, bool>> blocks;
     int64_t count = 1;
@@ -401,17 +391,11 @@ template <bool Max> std::unique_ptr<Kernel> makeArgReduce(const KernelSpec &spec
   const TensorDesc &in = *spec.inputs[0];
   int64_t rank = in.rank();
   int64_t axis = spec.attrs.getInt("axis");
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    throw Error("kernel '" + spec.kernel + "' axis " +
-                std::to_string(spec.attrs.getInt("axis")) +
-                " is out of range for rank " + std::to_string(rank));
+  if (std::string err = shape::normalizeAxis(axis, rank); !err.empty())
+    throw Error("kernel '" + spec.kernel + "' " + err);
   bool keepdims = spec.attrs.getBool("keepdims", true);
   bool last = spec.attrs.getBool("select_last_index", false);
-  std::vector<bool> reduced(rank, false);
-  reduced[axis] = true;
-  expectReducedShape(spec, in, reduced, keepdims, *spec.outputs[0], DType::I64);
+  expectReducedShape(spec, in, {axis}, keepdims, *spec.outputs[0], DType::I64);
   int64_t O = 1, I = 1, R = in.shape[axis];
   for (int64_t i = 0; i < axis; ++i)
     O *= in.shape[i];

@@ -115,8 +115,8 @@ std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   const TensorDesc &in = *spec.inputs[0], &out = *spec.outputs[0];
   expectSameType(spec, in, out);
   std::vector<int64_t> b;
-  if (in.rank() > out.rank() || !broadcastShape(in.shape, out.shape, b) ||
-      b != out.shape)
+  if (in.rank() > out.rank() ||
+      !shape::broadcastShapes(in.shape, out.shape, b).empty() || b != out.shape)
     throw Error("cannot broadcast " + in.str() + " to " + out.str());
   Walk w(out.shape, {contiguousStrides(out.shape),
                      broadcastStrides(in.shape, out.shape)});
@@ -502,15 +502,10 @@ std::unique_ptr<Kernel> makeGather(const KernelSpec &spec) {
     throw Error("gather indices must be i32 or i64, got " + ids.str());
   int64_t rank = in.rank();
   int64_t axis = spec.attrs.getInt("axis");
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    throw Error("gather axis " + std::to_string(spec.attrs.getInt("axis")) +
-                " is out of range for rank " + std::to_string(rank));
-  std::vector<int64_t> shape(in.shape.begin(), in.shape.begin() + axis);
-  shape.insert(shape.end(), ids.shape.begin(), ids.shape.end());
-  shape.insert(shape.end(), in.shape.begin() + axis + 1, in.shape.end());
-  expectShape(spec, out, shape);
+  std::vector<int64_t> want;
+  checkRule(spec, shape::normalizeAxis(axis, rank));
+  checkRule(spec, shape::gatherShape(in.shape, ids.shape, axis, want));
+  expectShape(spec, out, want);
   int64_t O = 1, I = 1;
   for (int64_t i = 0; i < axis; ++i)
     O *= in.shape[i];
@@ -574,17 +569,10 @@ std::unique_ptr<Kernel> makeGatherElements(const KernelSpec &spec) {
     throw Error("gather_elements indices must be i32 or i64, got " + ids.str());
   int64_t rank = in.rank();
   int64_t axis = spec.attrs.getInt("axis");
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank || ids.rank() != rank)
-    throw Error("gather_elements: axis " + std::to_string(spec.attrs.getInt("axis")) +
-                " or indices " + ids.str() + " do not fit the input " + in.str());
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis && ids.shape[d] > in.shape[d])
-      throw Error("gather_elements: indices " + ids.str() +
-                  " are larger than the input " + in.str() + " in dim " +
-                  std::to_string(d));
-  expectShape(spec, out, ids.shape);
+  std::vector<int64_t> want;
+  checkRule(spec, shape::normalizeAxis(axis, rank));
+  checkRule(spec, shape::gatherElementsShape(in.shape, ids.shape, axis, want));
+  expectShape(spec, out, want);
   std::vector<int64_t> xs = contiguousStrides(in.shape), ys = contiguousStrides(ids.shape);
   int64_t axisStride = xs[axis], axisDim = in.shape[axis];
   xs[axis] = 0;

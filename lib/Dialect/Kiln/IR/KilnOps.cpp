@@ -5,8 +5,12 @@
 // result types, so a wrong result type is a verifier error that names the
 // types; the checks on operands and attributes are made here once, and all
 // producers (the ONNX conversion, autodiff, hand-written IR) share them.
+// The shape rules the runtime's kernel factories check as well (broadcast,
+// reductions, gathers, conv/pool windows) come from kiln/runtime/ShapeRules.h,
+// so both sides compute one result shape.
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/runtime/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -84,16 +88,19 @@ int64_t kiln::detail::defaultBytesAccessed(Operation *op) {
 
 LogicalResult kiln::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                                     SmallVectorImpl<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return failure();
-    out[i] = da == 1 ? db : da;
-  }
+  std::vector<int64_t> r;
+  if (!shape::broadcastShapes(a, b, r).empty())
+    return failure();
+  out.assign(r.begin(), r.end());
   return success();
+}
+
+/// Emits a failed shape rule of kiln/runtime/ShapeRules.h (an error string,
+/// empty on success) at `loc`.
+static LogicalResult checkRule(std::optional<Location> loc, const std::string &err) {
+  if (err.empty())
+    return success();
+  return emitOptionalError(loc, err);
 }
 
 static std::string shapeStr(ArrayRef<int64_t> shape) {
@@ -115,11 +122,10 @@ LogicalResult kiln::detail::inferBroadcastTypes(std::optional<Location> loc,
     if (elementOf(t) != elt)
       return emitOptionalError(loc, "operands have different element types: ",
                                operands.front(), " and ", t);
-    SmallVector<int64_t> next;
-    if (failed(broadcastShapes(shape, shapeOf(t), next)))
-      return emitOptionalError(loc, "shapes ", shapeStr(shape), " and ",
-                               shapeStr(shapeOf(t)), " do not broadcast");
-    shape = next;
+    std::vector<int64_t> next;
+    if (failed(checkRule(loc, shape::broadcastShapes(shape, shapeOf(t), next))))
+      return failure();
+    shape.assign(next.begin(), next.end());
   }
   Builder b(operands.front().getContext());
   results.push_back(tensorOf(shape, boolResult ? b.getI1Type() : elt));
@@ -128,11 +134,8 @@ LogicalResult kiln::detail::inferBroadcastTypes(std::optional<Location> loc,
 
 /// Checks that `axis` indexes a tensor of `rank` dims.
 static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
-                               int64_t rank, StringRef what = "axis") {
-  if (axis < 0 || axis >= rank)
-    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
-                             rank);
-  return success();
+                               int64_t rank, const char *what = "axis") {
+  return checkRule(loc, shape::checkAxis(axis, rank, what));
 }
 
 //===----------------------------------------------------------------------===//
@@ -198,64 +201,35 @@ int64_t MatmulOp::getFlops() {
   return 2 * k * numElements(getType());
 }
 
-/// Checks the per-spatial-dim attribute arrays of a conv or pool op over an
-/// input of `spatial` spatial dims.
-static LogicalResult checkWindowAttrs(std::optional<Location> loc, size_t spatial,
-                                      ArrayRef<int64_t> strides,
-                                      ArrayRef<int64_t> dilations,
-                                      ArrayRef<int64_t> padding) {
-  if (strides.size() != spatial || dilations.size() != spatial ||
-      padding.size() != 2 * spatial)
-    return emitOptionalError(loc, "expected ", spatial, " strides, ", spatial,
-                             " dilations and ", 2 * spatial, " pads, got ",
-                             strides.size(), ", ", dilations.size(), " and ",
-                             padding.size());
-  for (size_t i = 0; i < spatial; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1)
-      return emitOptionalError(loc, "strides and dilations must be >= 1");
-    if (padding[i] < 0 || padding[i + spatial] < 0)
-      return emitOptionalError(loc, "pads must be >= 0");
-  }
-  return success();
+/// The window attributes of a conv, conv_transpose or pool op.
+template <typename Adaptor>
+static shape::WindowAttrs windowAttrs(Adaptor a) {
+  shape::WindowAttrs w;
+  w.strides = a.getStrides();
+  w.dilations = a.getDilations();
+  w.padding = a.getPadding();
+  return w;
 }
 
-/// Output size of a window op along one dim.
-static int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t dil,
-                         int64_t padLo, int64_t padHi) {
-  int64_t span = dil * (k - 1) + 1;
-  int64_t padded = in + padLo + padHi;
-  if (padded < span)
-    return 0;
-  return (padded - span) / stride + 1;
+/// The result type of a conv or conv_transpose: ShapeRules.h's geometry.
+static LogicalResult inferConv(std::optional<Location> loc, Type it, Type wt,
+                               const shape::WindowAttrs &attrs, bool transposed,
+                               SmallVectorImpl<Type> &results) {
+  shape::WindowGeometry g;
+  if (failed(checkRule(loc, shape::convGeometry(shapeOf(it), shapeOf(wt), attrs,
+                                                transposed, g))))
+    return failure();
+  results.push_back(tensorOf(g.outShape(), elementOf(it)));
+  return success();
 }
 
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &results) {
-  Type it = adaptor.getInput().getType(), wt = adaptor.getWeight().getType();
-  ArrayRef<int64_t> in = shapeOf(it), w = shapeOf(wt);
-  if (in.size() < 3 || w.size() != in.size())
-    return emitOptionalError(loc, "input ", it, " and weight ", wt,
-                             " must both have rank N+2 with N >= 1");
-  size_t spatial = in.size() - 2;
-  if (failed(checkWindowAttrs(loc, spatial, adaptor.getStrides(),
-                              adaptor.getDilations(), adaptor.getPadding())))
-    return failure();
-  int64_t groups = adaptor.getGroups();
-  if (groups < 1 || in[1] % groups || w[0] % groups || in[1] / groups != w[1])
-    return emitOptionalError(loc, "channels do not match: input has ", in[1],
-                             ", weight expects ", w[1], " x ", groups, " groups");
-  SmallVector<int64_t> out = {in[0], w[0]};
-  for (size_t i = 0; i < spatial; ++i) {
-    int64_t o = windowOut(in[i + 2], w[i + 2], adaptor.getStrides()[i],
-                          adaptor.getDilations()[i], adaptor.getPadding()[i],
-                          adaptor.getPadding()[i + spatial]);
-    if (o < 1)
-      return emitOptionalError(loc, "kernel larger than padded input in spatial dim ", i);
-    out.push_back(o);
-  }
-  results.push_back(tensorOf(out, elementOf(it)));
-  return success();
+  shape::WindowAttrs attrs = windowAttrs(adaptor);
+  attrs.groups = adaptor.getGroups();
+  return inferConv(loc, adaptor.getInput().getType(), adaptor.getWeight().getType(),
+                   attrs, /*transposed=*/false, results);
 }
 
 int64_t ConvOp::getFlops() {
@@ -270,32 +244,11 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &results) {
-  Type it = adaptor.getInput().getType(), wt = adaptor.getWeight().getType();
-  ArrayRef<int64_t> in = shapeOf(it), w = shapeOf(wt);
-  if (in.size() < 3 || w.size() != in.size())
-    return emitOptionalError(loc, "input and weight must both have rank N+2");
-  size_t spatial = in.size() - 2;
-  if (failed(checkWindowAttrs(loc, spatial, adaptor.getStrides(),
-                              adaptor.getDilations(), adaptor.getPadding())))
-    return failure();
-  if (adaptor.getOutputPadding().size() != spatial)
-    return emitOptionalError(loc, "expected ", spatial, " output_padding values");
-  int64_t groups = adaptor.getGroups();
-  if (groups < 1 || in[1] != w[0] || in[1] % groups)
-    return emitOptionalError(loc, "channels do not match: input has ", in[1],
-                             ", weight has ", w[0]);
-  SmallVector<int64_t> out = {in[0], w[1] * groups};
-  for (size_t i = 0; i < spatial; ++i) {
-    int64_t o = adaptor.getStrides()[i] * (in[i + 2] - 1) +
-                adaptor.getOutputPadding()[i] +
-                ((w[i + 2] - 1) * adaptor.getDilations()[i] + 1) -
-                adaptor.getPadding()[i] - adaptor.getPadding()[i + spatial];
-    if (o < 1)
-      return emitOptionalError(loc, "empty output in spatial dim ", i);
-    out.push_back(o);
-  }
-  results.push_back(tensorOf(out, elementOf(it)));
-  return success();
+  shape::WindowAttrs attrs = windowAttrs(adaptor);
+  attrs.outputPadding = adaptor.getOutputPadding();
+  attrs.groups = adaptor.getGroups();
+  return inferConv(loc, adaptor.getInput().getType(), adaptor.getWeight().getType(),
+                   attrs, /*transposed=*/true, results);
 }
 
 int64_t ConvTransposeOp::getFlops() {
@@ -306,38 +259,23 @@ int64_t ConvTransposeOp::getFlops() {
   return 2 * perIn * numElements(getInput().getType());
 }
 
-static LogicalResult inferPool(std::optional<Location> loc, Type it,
-                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-                               ArrayRef<int64_t> dilations,
-                               ArrayRef<int64_t> padding,
+/// The result type of a max or avg pool: ShapeRules.h's geometry.
+template <typename Adaptor>
+static LogicalResult inferPool(std::optional<Location> loc, Adaptor a,
                                SmallVectorImpl<Type> &results) {
-  ArrayRef<int64_t> in = shapeOf(it);
-  if (in.size() < 3)
-    return emitOptionalError(loc, "input must have rank N+2 with N >= 1, got ", it);
-  size_t spatial = in.size() - 2;
-  if (kernel.size() != spatial)
-    return emitOptionalError(loc, "expected ", spatial, " kernel sizes, got ",
-                             kernel.size());
-  if (failed(checkWindowAttrs(loc, spatial, strides, dilations, padding)))
+  shape::WindowAttrs attrs = windowAttrs(a);
+  attrs.kernel = a.getKernel();
+  shape::WindowGeometry g;
+  Type it = a.getInput().getType();
+  if (failed(checkRule(loc, shape::poolGeometry(shapeOf(it), attrs, g))))
     return failure();
-  SmallVector<int64_t> out = {in[0], in[1]};
-  for (size_t i = 0; i < spatial; ++i) {
-    if (kernel[i] < 1)
-      return emitOptionalError(loc, "kernel sizes must be >= 1");
-    int64_t o = windowOut(in[i + 2], kernel[i], strides[i], dilations[i],
-                          padding[i], padding[i + spatial]);
-    if (o < 1)
-      return emitOptionalError(loc, "window larger than padded input in spatial dim ", i);
-    out.push_back(o);
-  }
-  results.push_back(tensorOf(out, elementOf(it)));
+  results.push_back(tensorOf(g.outShape(), elementOf(it)));
   return success();
 }
 
 LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                           Adaptor a, SmallVectorImpl<Type> &results) {
-  return inferPool(loc, a.getInput().getType(), a.getKernel(), a.getStrides(),
-                   a.getDilations(), a.getPadding(), results);
+  return inferPool(loc, a, results);
 }
 
 LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -346,8 +284,7 @@ LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   size_t spatial = shapeOf(a.getInput().getType()).size() - 2;
   if (!ceilPad.empty() && ceilPad.size() != spatial)
     return emitOptionalError(loc, "expected ", spatial, " ceil_pad values");
-  return inferPool(loc, a.getInput().getType(), a.getKernel(), a.getStrides(),
-                   a.getDilations(), a.getPadding(), results);
+  return inferPool(loc, a, results);
 }
 
 //===----------------------------------------------------------------------===//
@@ -445,23 +382,9 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
 static LogicalResult inferReduce(std::optional<Location> loc, Type it,
                                  ArrayRef<int64_t> axes, bool keepdims, Type elt,
                                  SmallVectorImpl<Type> &results) {
-  ArrayRef<int64_t> in = shapeOf(it);
-  int64_t prev = -1;
-  for (int64_t a : axes) {
-    if (failed(checkAxis(loc, a, in.size())))
-      return failure();
-    if (a <= prev)
-      return emitOptionalError(loc, "axes must be sorted and unique");
-    prev = a;
-  }
-  SmallVector<int64_t> out;
-  for (int64_t i = 0, e = in.size(); i < e; ++i) {
-    bool reduced = llvm::is_contained(axes, i);
-    if (!reduced)
-      out.push_back(in[i]);
-    else if (keepdims)
-      out.push_back(1);
-  }
+  std::vector<int64_t> out;
+  if (failed(checkRule(loc, shape::reducedShape(shapeOf(it), axes, keepdims, out))))
+    return failure();
   results.push_back(tensorOf(out, elt ? elt : elementOf(it)));
   return success();
 }
@@ -625,13 +548,11 @@ int64_t TransposeOp::getFlops() { return 0; }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor a, SmallVectorImpl<Type> &results) {
-  ArrayRef<int64_t> in = shapeOf(a.getInput().getType());
-  int64_t axis = a.getAxis();
-  if (failed(checkAxis(loc, axis, in.size())))
+  std::vector<int64_t> out;
+  if (failed(checkRule(loc, shape::gatherShape(shapeOf(a.getInput().getType()),
+                                               shapeOf(a.getIndices().getType()),
+                                               a.getAxis(), out))))
     return failure();
-  SmallVector<int64_t> out(in.begin(), in.begin() + axis);
-  llvm::append_range(out, shapeOf(a.getIndices().getType()));
-  out.append(in.begin() + axis + 1, in.end());
   results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
   return success();
 }
@@ -642,19 +563,12 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
                                                  std::optional<Location> loc,
                                                  Adaptor a,
                                                  SmallVectorImpl<Type> &results) {
-  ArrayRef<int64_t> in = shapeOf(a.getInput().getType()),
-                    ids = shapeOf(a.getIndices().getType());
-  int64_t axis = a.getAxis();
-  if (failed(checkAxis(loc, axis, in.size())))
+  std::vector<int64_t> out;
+  if (failed(checkRule(loc, shape::gatherElementsShape(
+                                shapeOf(a.getInput().getType()),
+                                shapeOf(a.getIndices().getType()), a.getAxis(), out))))
     return failure();
-  if (ids.size() != in.size())
-    return emitOptionalError(loc, "indices have rank ", ids.size(),
-                             ", the input rank ", in.size());
-  for (size_t d = 0; d < in.size(); ++d)
-    if ((int64_t)d != axis && ids[d] > in[d])
-      return emitOptionalError(loc, "indices dimension ", d, " (", ids[d],
-                               ") is larger than the input's (", in[d], ")");
-  results.push_back(tensorOf(ids, elementOf(a.getInput().getType())));
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
   return success();
 }
 
@@ -733,28 +647,20 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 //===----------------------------------------------------------------------===//
 
 /// The forward conv result shape for input `in`, weight `w` and the attrs.
-static FailureOr<SmallVector<int64_t>>
-convForwardShape(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> w,
-                 ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
-                 ArrayRef<int64_t> padding, int64_t groups) {
-  if (in.size() < 3 || w.size() != in.size())
-    return op->emitOpError("input and weight must both have rank N+2 with N >= 1");
-  size_t spatial = in.size() - 2;
-  if (failed(checkWindowAttrs(op->getLoc(), spatial, strides, dilations, padding)))
+template <typename GradOp>
+static FailureOr<SmallVector<int64_t>> convForwardShape(GradOp op, ArrayRef<int64_t> in,
+                                                        ArrayRef<int64_t> w) {
+  shape::WindowAttrs attrs = windowAttrs(op);
+  attrs.groups = op.getGroups();
+  shape::WindowGeometry g;
+  if (failed(checkRule(op.getLoc(), shape::convGeometry(in, w, attrs, false, g))))
     return failure();
-  if (groups < 1 || in[1] % groups || w[0] % groups || in[1] / groups != w[1])
-    return op->emitOpError("channels do not match: input has ")
-           << in[1] << ", weight expects " << w[1] << " x " << groups << " groups";
-  SmallVector<int64_t> out = {in[0], w[0]};
-  for (size_t i = 0; i < spatial; ++i)
-    out.push_back(windowOut(in[i + 2], w[i + 2], strides[i], dilations[i],
-                            padding[i], padding[i + spatial]));
-  return out;
+  std::vector<int64_t> out = g.outShape();
+  return SmallVector<int64_t>(out.begin(), out.end());
 }
 
 LogicalResult ConvInputGradOp::verify() {
-  auto out = convForwardShape(*this, shapeOf(getType()), shapeOf(getWeight().getType()),
-                              getStrides(), getDilations(), getPadding(), getGroups());
+  auto out = convForwardShape(*this, shapeOf(getType()), shapeOf(getWeight().getType()));
   if (failed(out))
     return failure();
   if (ArrayRef<int64_t>(*out) != shapeOf(getDy().getType()))
@@ -764,8 +670,7 @@ LogicalResult ConvInputGradOp::verify() {
 }
 
 LogicalResult ConvWeightGradOp::verify() {
-  auto out = convForwardShape(*this, shapeOf(getInput().getType()), shapeOf(getType()),
-                              getStrides(), getDilations(), getPadding(), getGroups());
+  auto out = convForwardShape(*this, shapeOf(getInput().getType()), shapeOf(getType()));
   if (failed(out))
     return failure();
   if (ArrayRef<int64_t>(*out) != shapeOf(getDy().getType()))
@@ -775,13 +680,11 @@ LogicalResult ConvWeightGradOp::verify() {
 }
 
 LogicalResult GatherGradOp::verify() {
-  ArrayRef<int64_t> in = shapeOf(getType());
-  int64_t axis = getAxis();
-  if (failed(checkAxis(getLoc(), axis, in.size())))
+  std::vector<int64_t> out;
+  if (failed(checkRule(getLoc(), shape::gatherShape(shapeOf(getType()),
+                                                    shapeOf(getIndices().getType()),
+                                                    getAxis(), out))))
     return failure();
-  SmallVector<int64_t> out(in.begin(), in.begin() + axis);
-  llvm::append_range(out, shapeOf(getIndices().getType()));
-  out.append(in.begin() + axis + 1, in.end());
   if (ArrayRef<int64_t>(out) != shapeOf(getDy().getType()))
     return emitOpError("dy ") << getDy().getType() << " is not the gather result of "
                               << getType();

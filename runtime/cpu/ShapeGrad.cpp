@@ -1,0 +1,119 @@
+//===- ShapeGrad.cpp - gather and slice gradients ---------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// gather_grad and slice_grad scatter dy back into a zeroed dx of the forward
+// input's shape. Each thread owns whole columns (gather) or runs (slice), so
+// repeated indices add up in index order whatever the thread count.
+//===----------------------------------------------------------------------===//
+#include "GradUtil.h"
+#include "Kernels.h"
+
+#include <cstring>
+#include <vector>
+
+namespace kiln::rt::cpu {
+namespace {
+
+using namespace grad;
+
+//===----------------------------------------------------------------------===//
+// Scatter gradients
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<Kernel> makeGatherGrad(const KernelSpec &spec) {
+  expectArity(spec, 2, 1);
+  need(spec, spec.inputs[0], "dy");
+  need(spec, spec.outputs[0], "the result");
+  const TensorDesc *idx = spec.inputs[1];
+  if (!idx || (idx->dtype != DType::I64 && idx->dtype != DType::I32))
+    fail(spec, "indices must be i32 or i64");
+  const auto &s = spec.outputs[0]->shape;
+  int64_t axis = axisAttr(spec, "axis", (int64_t)s.size());
+  int64_t outer = prod(s, 0, axis), A = s[axis], inner = prod(s, axis + 1, s.size());
+  int64_t ni = idx->numel();
+  if (spec.inputs[0]->numel() != outer * ni * inner ||
+      spec.inputs[0]->dtype != spec.outputs[0]->dtype)
+    fail(spec, "dy does not match the gather of the result");
+  DType it = idx->dtype;
+  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return make([=](ExecContext &, const void *const *in, void *const *out) {
+      const T *dy = static_cast<const T *>(in[0]);
+      T *d = static_cast<T *>(out[0]);
+      std::vector<int64_t> pos(ni);
+      for (int64_t i = 0; i < ni; ++i) {
+        int64_t a = loadIndex(it, in[1], i);
+        if (a < 0)
+          a += A;
+        if (a < 0 || a >= A)
+          throw Error("kernel 'gather_grad': index " + std::to_string(loadIndex(it, in[1], i)) +
+                      " is out of range for size " + std::to_string(A));
+        pos[i] = a;
+      }
+      std::memset(d, 0, sizeof(T) * outer * A * inner);
+      // Split over the trailing elements: each thread owns columns, and
+      // indices are added in order.
+      parallelRange(outer * inner, outer * ni * inner, [&](int64_t b, int64_t e) {
+        for (int64_t oc = b; oc < e; ++oc) {
+          int64_t o = oc / inner, c = oc % inner;
+          for (int64_t i = 0; i < ni; ++i)
+            d[(o * A + pos[i]) * inner + c] += dy[(o * ni + i) * inner + c];
+        }
+      });
+    });
+  });
+}
+
+std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  need(spec, spec.inputs[0], "dy");
+  need(spec, spec.outputs[0], "the result");
+  const auto &xs = spec.outputs[0]->shape, &ys = spec.inputs[0]->shape;
+  auto st = spec.attrs.getInts("starts"), sp = spec.attrs.getInts("strides");
+  size_t r = xs.size();
+  if (st.size() != r || sp.size() != r || ys.size() != r)
+    fail(spec, "starts and strides need one entry per dim");
+  for (size_t i = 0; i < r; ++i)
+    if (ys[i] > 0 && (st[i] < 0 || st[i] >= xs[i] || st[i] + (ys[i] - 1) * sp[i] < 0 ||
+                      st[i] + (ys[i] - 1) * sp[i] >= xs[i]))
+      fail(spec, "slice out of range in dim " + std::to_string(i));
+  std::vector<int64_t> xstr(r, 1);
+  for (int64_t i = (int64_t)r - 2; i >= 0; --i)
+    xstr[i] = xstr[i + 1] * xs[i + 1];
+  // Walk dy (contiguous) and its place in dx (strided) together.
+  std::vector<int64_t> ystr(r, 1), dstr(r), base(2, 0);
+  for (int64_t i = (int64_t)r - 2; i >= 0; --i)
+    ystr[i] = ystr[i + 1] * ys[i + 1];
+  for (size_t i = 0; i < r; ++i) {
+    dstr[i] = sp[i] * xstr[i];
+    base[1] += (ys[i] > 0 ? st[i] : 0) * xstr[i];
+  }
+  loops::Walk walk(ys, {ystr, dstr}, base);
+  int64_t nx = spec.outputs[0]->numel();
+  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return make([=](ExecContext &, const void *const *in, void *const *out) {
+      const T *dy = static_cast<const T *>(in[0]);
+      T *dx = static_cast<T *>(out[0]);
+      parallelRange(nx, nx, [&](int64_t b, int64_t e) {
+        std::memset(dx + b, 0, sizeof(T) * (e - b));
+      });
+      const int64_t s = walk.inner(1);
+      walk.parallelRuns([&](const int64_t *off, int64_t n) {
+        const T *py = dy + off[0];
+        T *px = dx + off[1];
+        for (int64_t i = 0; i < n; ++i)
+          px[i * s] = py[i];
+      });
+    });
+  });
+}
+
+} // namespace
+
+void registerShapeGradKernels(KernelRegistry &r) {
+  r.add("gather_grad", makeGatherGrad);
+  r.add("slice_grad", makeSliceGrad);
+}
+
+} // namespace kiln::rt::cpu
