@@ -8,6 +8,7 @@
 // shared checks in GradUtil.h. registerCpuKernels (Registry.cpp) calls
 // registerBackwardKernels, which registers them all.
 //===----------------------------------------------------------------------===//
+#include "GradUtil.h"
 #include "Kernels.h"
 
 namespace kiln::rt::cpu {

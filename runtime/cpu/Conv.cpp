@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
 #include "Kernels.h"
+#include "ShapeCheck.h"
 
 #include <cstring>
 #include <unordered_map>

@@ -13,6 +13,7 @@
 #include "Dnnl.h"
 #include "GradUtil.h"
 #include "Kernels.h"
+#include "ShapeCheck.h"
 #include "kiln/runtime/ShapeRules.h"
 
 #include <unordered_map>

@@ -19,6 +19,7 @@
 #include "FastMath.h"
 #include "Kernels.h"
 #include "Loops.h"
+#include "kiln/runtime/ShapeRules.h"
 
 #include <memory>
 

@@ -124,4 +124,19 @@ std::unique_ptr<Kernel> dnnlOrDirect(std::unique_ptr<D> dnnl,
 
 } // namespace kiln::rt::cpu::grad
 
+namespace kiln::rt::cpu {
+
+// The registration function of each gradient kernel file; Backward.cpp's
+// registerBackwardKernels (Kernels.h) calls them all.
+void registerActivationGradKernels(KernelRegistry &r); // ActivationGrad.cpp
+void registerSoftmaxGradKernels(KernelRegistry &r);    // SoftmaxGrad.cpp
+void registerNormGradKernels(KernelRegistry &r);       // NormGrad.cpp
+void registerConvGradKernels(KernelRegistry &r);       // ConvGrad.cpp
+void registerPoolGradKernels(KernelRegistry &r);       // PoolGrad.cpp
+void registerShapeGradKernels(KernelRegistry &r);      // ShapeGrad.cpp
+void registerLossGradKernels(KernelRegistry &r);       // LossGrad.cpp
+void registerOptimizerKernels(KernelRegistry &r);      // Optimizer.cpp
+
+} // namespace kiln::rt::cpu
+
 #endif // KILN_RUNTIME_CPU_GRADUTIL_H

@@ -19,7 +19,6 @@
 #define KILN_RUNTIME_CPU_LOOPS_H
 
 #include "kiln/runtime/Kernel.h"
-#include "kiln/runtime/ShapeRules.h"
 
 #include <omp.h>
 
@@ -161,13 +160,20 @@ template <typename F> auto dispatchSize(DType t, F &&f) {
 // Shapes and parallel loops
 //===----------------------------------------------------------------------===//
 
-/// NumPy broadcast of `a` and `b`; false when they do not broadcast. The
-/// rule is kiln/runtime/ShapeRules.h's, which the compiler's type inference
-/// uses too.
+/// NumPy broadcast of `a` and `b`; false when they do not broadcast.
 inline bool broadcastShape(const std::vector<int64_t> &a,
                            const std::vector<int64_t> &b,
                            std::vector<int64_t> &out) {
-  return shape::broadcastShapes(a, b, out).empty();
+  size_t r = std::max(a.size(), b.size());
+  out.assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
 }
 
 inline std::string shapeStr(const std::vector<int64_t> &s) {

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
 #include "Kernels.h"
+#include "ShapeCheck.h"
 #include "PoolWindow.h"
 
 #include <cmath>

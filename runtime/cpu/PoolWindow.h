@@ -14,7 +14,7 @@
 #ifndef KILN_RUNTIME_CPU_POOLWINDOW_H
 #define KILN_RUNTIME_CPU_POOLWINDOW_H
 
-#include "Kernels.h"
+#include "ShapeCheck.h"
 #include "kiln/runtime/ShapeRules.h"
 
 #include <algorithm>

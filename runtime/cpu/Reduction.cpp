@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "Loops.h"
+#include "kiln/runtime/ShapeRules.h"
 
 #include <memory>
 

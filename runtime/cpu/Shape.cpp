@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "Loops.h"
+#include "ShapeCheck.h"
 
 #include <memory>
 
