@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
+using namespace kiln;
 
 // A dtype added to KILN_DTYPES needs its MLIR type in the switch below; this
 // stops the build until it has one (the switch alone would only warn).
