@@ -8,6 +8,8 @@
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
+#include "kiln/Target/Plan/PlanDType.h"
+#include "kiln/runtime/TrainConfig.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Transforms/Passes.h"
@@ -105,18 +107,6 @@ bool kiln::compileONNXToPlan(const std::string &path,
 // Training
 //===----------------------------------------------------------------------===//
 
-static std::string planDType(Type t) {
-  if (t.isF32()) return "f32";
-  if (t.isF64()) return "f64";
-  if (t.isF16()) return "f16";
-  if (t.isBF16()) return "bf16";
-  if (t.isInteger(64)) return "i64";
-  if (t.isInteger(32)) return "i32";
-  if (t.isInteger(1)) return "i1";
-  if (t.isInteger(8)) return "i8";
-  return "";
-}
-
 bool kiln::compileONNXToTraining(const std::string &path,
                                  const TrainCompileOptions &opts,
                                  TrainCompileResult &result) {
@@ -202,7 +192,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
     module->print(os);
   }
 
-  // The executable's config, from @train_step's signature.
+  // The executable's config, from @train_step's signature. Every key comes
+  // from the runtime's field table (kiln/runtime/TrainConfig.h), which the
+  // reader and the schema follow too.
+  using K = rt::TrainConfigKey;
+  auto key = [](K k) { return llvm::StringRef(rt::trainConfigKey(k)); };
   llvm::json::Array data;
   int64_t batch = opts.import.batchSize;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -225,12 +219,17 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                     " rows on axis 0, the batch is " +
                                     std::to_string(batch) +
                                     "; every input needs the batch on axis 0");
+    std::optional<rt::DType> dt = planDType(t.getElementType());
+    if (!dt)
+      return failWith("config", "input '" + n + "' has element type " +
+                                    llvm::formatv("{0}", t.getElementType()).str() +
+                                    ", which has no plan dtype");
     llvm::json::Array shape;
     for (int64_t d : t.getShape().drop_front())
       shape.push_back(d);
-    data.push_back(llvm::json::Object{{"name", n},
-                                      {"dtype", planDType(t.getElementType())},
-                                      {"sample_shape", std::move(shape)}});
+    data.push_back(llvm::json::Object{{key(K::DataName), n},
+                                      {key(K::DataDType), rt::dtypeName(*dt)},
+                                      {key(K::DataSampleShape), std::move(shape)}});
   }
   llvm::json::Value numClasses = nullptr;
   if (opts.loss == "cross-entropy")
@@ -240,30 +239,35 @@ bool kiln::compileONNXToTraining(const std::string &path,
     });
   auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef((*bytes)->getBuffer()));
   llvm::json::Object config{
-      {"format", "kiln-train-config"},
-      {"version", 1},
-      {"model", llvm::sys::path::filename(path).str()},
-      {"model_sha256", llvm::toHex(digest, /*LowerCase=*/true)},
-      {"batch_size", batch},
-      {"loss", opts.loss},
-      {"logits", opts.logits},
-      {"labels", opts.labels},
-      {"num_classes", std::move(numClasses)},
-      {"ignore_index", nullptr},
-      {"data", std::move(data)},
-      {"optimizer",
-       llvm::json::Object{{"name", opts.optimizer}, {"lr", lr},
-                          {"beta1", opts.beta1}, {"beta2", opts.beta2},
-                          {"eps", opts.eps}, {"weight_decay", wd},
-                          {"momentum", opts.optimizer == "momentum" ? opts.momentum : 0.0},
-                          {"nesterov", opts.nesterov},
-                          {"clip_norm", opts.clipNorm}}},
-      {"schedule", llvm::json::Object{{"kind", opts.schedule},
-                                      {"warmup_steps", opts.warmupSteps},
-                                      {"total_steps", opts.totalSteps},
-                                      {"min_lr", opts.minLr}}},
-      {"lr_input", "kiln.lr"},
-      {"step_input", "kiln.step"}};
+      {key(K::Format), rt::kTrainConfigFormat},
+      {key(K::Version), rt::kTrainConfigVersion},
+      {key(K::Model), llvm::sys::path::filename(path).str()},
+      {key(K::ModelSha256), llvm::toHex(digest, /*LowerCase=*/true)},
+      {key(K::BatchSize), batch},
+      {key(K::Loss), opts.loss},
+      {key(K::Logits), opts.logits},
+      {key(K::Labels), opts.labels},
+      {key(K::NumClasses), std::move(numClasses)},
+      {key(K::IgnoreIndex), nullptr},
+      {key(K::Data), std::move(data)},
+      {key(K::Optimizer),
+       llvm::json::Object{{key(K::OptimizerName), opts.optimizer},
+                          {key(K::OptimizerLr), lr},
+                          {key(K::OptimizerBeta1), opts.beta1},
+                          {key(K::OptimizerBeta2), opts.beta2},
+                          {key(K::OptimizerEps), opts.eps},
+                          {key(K::OptimizerWeightDecay), wd},
+                          {key(K::OptimizerMomentum),
+                           opts.optimizer == "momentum" ? opts.momentum : 0.0},
+                          {key(K::OptimizerNesterov), opts.nesterov},
+                          {key(K::OptimizerClipNorm), opts.clipNorm}}},
+      {key(K::Schedule),
+       llvm::json::Object{{key(K::ScheduleKind), opts.schedule},
+                          {key(K::ScheduleWarmupSteps), opts.warmupSteps},
+                          {key(K::ScheduleTotalSteps), opts.totalSteps},
+                          {key(K::ScheduleMinLr), opts.minLr}}},
+      {key(K::LrInput), "kiln.lr"},
+      {key(K::StepInput), "kiln.step"}};
   {
     llvm::raw_string_ostream os(result.config);
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));

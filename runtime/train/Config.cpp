@@ -20,43 +20,54 @@ namespace {
   fail("payload config: " + why);
 }
 
-const json *field(const json &obj, const char *key) {
-  auto it = obj.find(key);
+using Key = rt::TrainConfigKey;
+
+const char *key(Key k) { return rt::trainConfigKey(k); }
+
+const json *field(const json &obj, Key k) {
+  auto it = obj.find(key(k));
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::string getString(const json &obj, const char *key, const std::string &dflt,
-                      const std::string &where = "") {
-  const json *v = field(obj, key);
-  if (!v)
-    return dflt;
+/// A string field; the table's default (or "") when absent or null.
+std::string getString(const json &obj, Key k, const std::string &where = "") {
+  const json *v = field(obj, k);
+  if (!v) {
+    const char *d = rt::trainConfigField(k).dflt.string;
+    return d ? d : "";
+  }
   if (!v->is_string())
-    bad(where + "'" + key + "' must be a string");
+    bad(where + "'" + key(k) + "' must be a string");
   return v->get<std::string>();
 }
 
-double getNumber(const json &obj, const char *key, double dflt,
-                 const std::string &where = "") {
-  const json *v = field(obj, key);
+/// A number field; the table's default when absent or null.
+double getNumber(const json &obj, Key k, const std::string &where = "") {
+  const json *v = field(obj, k);
   if (!v)
-    return dflt;
+    return rt::trainConfigField(k).dflt.number;
   if (!v->is_number())
-    bad(where + "'" + key + "' must be a number");
+    bad(where + "'" + key(k) + "' must be a number");
   double d = v->get<double>();
   if (!std::isfinite(d))
-    bad(where + "'" + key + "' must be finite");
+    bad(where + "'" + key(k) + "' must be finite");
   return d;
 }
 
-std::optional<int64_t> getInt(const json &obj, const char *key,
+/// An integer field; the table's default, or none, when absent or null.
+std::optional<int64_t> getInt(const json &obj, Key k,
                               const std::string &where = "") {
-  const json *v = field(obj, key);
-  if (!v)
+  const json *v = field(obj, k);
+  if (!v) {
+    const rt::TrainConfigDefault &d = rt::trainConfigField(k).dflt;
+    if (d.present)
+      return (int64_t)d.number;
     return std::nullopt;
+  }
   if (!v->is_number_integer())
-    bad(where + "'" + key + "' must be an integer");
+    bad(where + "'" + key(k) + "' must be an integer");
   if (v->is_number_unsigned() && v->get<uint64_t>() > (uint64_t)INT64_MAX)
-    bad(where + "'" + key + "' is too large");
+    bad(where + "'" + key(k) + "' is too large");
   return v->get<int64_t>();
 }
 
@@ -101,26 +112,27 @@ Config parseConfig(std::string_view text) {
     bad("not a JSON object");
   Config c;
   try {
-    if (getString(j, "format", "") != "kiln-train-config")
-      bad("'format' is not \"kiln-train-config\"");
-    std::optional<int64_t> version = getInt(j, "version");
-    if (!version || *version != 1)
+    if (getString(j, Key::Format) != rt::kTrainConfigFormat)
+      bad(std::string("'format' is not \"") + rt::kTrainConfigFormat + "\"");
+    std::optional<int64_t> version = getInt(j, Key::Version);
+    if (!version || *version != rt::kTrainConfigVersion)
       bad("version " + (version ? std::to_string(*version) : std::string("(none)")) +
-          ", this executable reads version 1");
-    c.model = getString(j, "model", "model.onnx");
-    c.modelSha256 = getString(j, "model_sha256", "");
-    std::optional<int64_t> batch = getInt(j, "batch_size");
+          ", this executable reads version " +
+          std::to_string(rt::kTrainConfigVersion));
+    c.model = getString(j, Key::Model);
+    c.modelSha256 = getString(j, Key::ModelSha256);
+    std::optional<int64_t> batch = getInt(j, Key::BatchSize);
     if (!batch || *batch <= 0)
       bad("'batch_size' must be a positive integer");
     c.batchSize = *batch;
-    c.loss = getString(j, "loss", "");
-    c.logits = getString(j, "logits", "logits");
-    c.labels = getString(j, "labels", "labels");
-    c.numClasses = getInt(j, "num_classes");
+    c.loss = getString(j, Key::Loss);
+    c.logits = getString(j, Key::Logits);
+    c.labels = getString(j, Key::Labels);
+    c.numClasses = getInt(j, Key::NumClasses);
     if (c.numClasses && *c.numClasses <= 0)
       bad("'num_classes' must be positive");
-    c.ignoreIndex = getInt(j, "ignore_index");
-    const json *data = field(j, "data");
+    c.ignoreIndex = getInt(j, Key::IgnoreIndex);
+    const json *data = field(j, Key::Data);
     if (!data || !data->is_array())
       bad("'data' must be an array");
     for (size_t i = 0; i < data->size(); ++i) {
@@ -129,13 +141,13 @@ Config parseConfig(std::string_view text) {
       if (!d.is_object())
         bad(where + "must be an object");
       DataSpec s;
-      s.name = getString(d, "name", "", where);
+      s.name = getString(d, Key::DataName, where);
       if (s.name.empty())
         bad(where + "needs a 'name'");
-      std::string dt = getString(d, "dtype", "", where);
+      std::string dt = getString(d, Key::DataDType, where);
       if (!rt::parseDType(dt, s.dtype))
         bad(where + "has unknown dtype '" + dt + "'");
-      const json *shape = field(d, "sample_shape");
+      const json *shape = field(d, Key::DataSampleShape);
       if (!shape || !shape->is_array())
         bad(where + "'sample_shape' must be an array");
       for (const json &n : *shape) {
@@ -147,27 +159,27 @@ Config parseConfig(std::string_view text) {
         bad("data input '" + s.name + "' is listed twice");
       c.data.push_back(std::move(s));
     }
-    if (const json *o = field(j, "optimizer")) {
+    if (const json *o = field(j, Key::Optimizer)) {
       if (!o->is_object())
         bad("'optimizer' must be an object");
-      c.optimizer = getString(*o, "name", c.optimizer, "optimizer ");
-      c.lr = getNumber(*o, "lr", c.lr, "optimizer ");
+      c.optimizer = getString(*o, Key::OptimizerName, "optimizer ");
+      c.lr = getNumber(*o, Key::OptimizerLr, "optimizer ");
     }
-    if (const json *s = field(j, "schedule")) {
+    if (const json *s = field(j, Key::Schedule)) {
       if (!s->is_object())
         bad("'schedule' must be an object");
-      c.schedule.kind = getString(*s, "kind", "constant", "schedule ");
+      c.schedule.kind = getString(*s, Key::ScheduleKind, "schedule ");
       if (c.schedule.kind != "constant" && c.schedule.kind != "linear-warmup" &&
           c.schedule.kind != "cosine")
         bad("unknown schedule kind '" + c.schedule.kind + "'");
-      c.schedule.warmupSteps = getInt(*s, "warmup_steps", "schedule ").value_or(0);
-      c.schedule.totalSteps = getInt(*s, "total_steps", "schedule ").value_or(0);
+      c.schedule.warmupSteps = *getInt(*s, Key::ScheduleWarmupSteps, "schedule ");
+      c.schedule.totalSteps = *getInt(*s, Key::ScheduleTotalSteps, "schedule ");
       if (c.schedule.warmupSteps < 0 || c.schedule.totalSteps < 0)
         bad("schedule steps must be non-negative");
-      c.schedule.minLr = getNumber(*s, "min_lr", 0.0, "schedule ");
+      c.schedule.minLr = getNumber(*s, Key::ScheduleMinLr, "schedule ");
     }
-    c.lrInput = getString(j, "lr_input", c.lrInput);
-    c.stepInput = getString(j, "step_input", c.stepInput);
+    c.lrInput = getString(j, Key::LrInput);
+    c.stepInput = getString(j, Key::StepInput);
   } catch (const json::exception &e) {
     bad(std::string("malformed: ") + e.what());
   }

@@ -1,14 +1,16 @@
 //===- Config.h - the training config in the payload ------------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// The JSON kiln-compile writes next to the plan (docs/Training.md, "The
-// executable"): batch size, loss, the data inputs with their per-sample
-// shapes, the optimizer and the learning-rate schedule.
+// The JSON kiln-compile writes next to the plan (docs/PlanFormat.md, "The
+// training config"): batch size, loss, the data inputs with their per-sample
+// shapes, the optimizer and the learning-rate schedule. Its keys, types and
+// defaults are the table in kiln/runtime/TrainConfig.h.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_CONFIG_H
 #define KILN_TRAIN_CONFIG_H
 
 #include "kiln/runtime/DType.h"
+#include "kiln/runtime/TrainConfig.h"
 
 #include <cstdint>
 #include <optional>
@@ -26,8 +28,14 @@ struct DataSpec {
   std::vector<int64_t> sampleShape;
 };
 
+/// The default of a string field of the config.
+inline const char *defaultString(rt::TrainConfigKey k) {
+  return rt::trainConfigField(k).dflt.string;
+}
+
 struct Schedule {
-  std::string kind = "constant"; // constant | linear-warmup | cosine
+  // constant | linear-warmup | cosine
+  std::string kind = defaultString(rt::TrainConfigKey::ScheduleKind);
   int64_t warmupSteps = 0;
   int64_t totalSteps = 0; // 0: the run's total
   double minLr = 0;
@@ -41,10 +49,11 @@ struct Config {
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;
   std::vector<DataSpec> data;
-  std::string optimizer = "sgd";
-  double lr = 0.01;
+  std::string optimizer = defaultString(rt::TrainConfigKey::OptimizerName);
+  double lr = rt::trainConfigField(rt::TrainConfigKey::OptimizerLr).dflt.number;
   Schedule schedule;
-  std::string lrInput = "kiln.lr", stepInput = "kiln.step";
+  std::string lrInput = defaultString(rt::TrainConfigKey::LrInput),
+              stepInput = defaultString(rt::TrainConfigKey::StepInput);
 
   /// The spec of data input `name`; null when there is none.
   const DataSpec *findData(const std::string &name) const;

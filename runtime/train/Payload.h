@@ -2,11 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // kiln-compile appends to a copy of this executable: the train plan, the
-// config JSON, the ONNX model, the optional eval plan and a 72-byte trailer
-// (docs/Training.md, "The executable"):
-//   "KILNTRN1", then eight u64 LE: plan offset, plan size, config offset,
-//   config size, model offset, model size, eval offset, eval size (0: none),
-//   offsets from the start of the file.
+// config JSON, the ONNX model, the optional eval plan and a 72-byte trailer,
+// whose layout, writer and parser are kiln/runtime/TrainPayload.h.
 // The payload is read from /proc/self/exe, or from the file named by
 // $KILN_TRAIN_PAYLOAD (testing: a bare payload with the same trailer).
 //===----------------------------------------------------------------------===//
@@ -15,13 +12,12 @@
 
 #include "Util.h"
 
+#include "kiln/runtime/TrainPayload.h"
+
 #include <string>
 #include <string_view>
 
 namespace kiln::train {
-
-constexpr char kTrailerMagic[8] = {'K', 'I', 'L', 'N', 'T', 'R', 'N', '1'};
-constexpr size_t kTrailerBytes = 72;
 
 struct Payload {
   /// Where it was read from ("/proc/self/exe" or $KILN_TRAIN_PAYLOAD).
@@ -36,7 +32,7 @@ struct Payload {
 /// reason after a colon when the trailer is there but damaged).
 bool loadPayload(Payload &out, std::string &err);
 
-/// Splits a payload held in memory (the checks of loadPayload).
+/// Splits a payload held in memory (rt::parseTrainPayload's checks).
 bool parsePayload(const uint8_t *data, size_t size, Payload &out,
                   std::string &err);
 

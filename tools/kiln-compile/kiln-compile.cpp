@@ -16,6 +16,7 @@
 // @train_step plan; --emit mlir the kiln-level module with @train_step.
 //===----------------------------------------------------------------------===//
 #include "kiln/Pipeline/Pipelines.h"
+#include "kiln/runtime/TrainPayload.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,11 +65,6 @@ int64_t parseInt(const std::string &flag, const std::string &s) {
   if (llvm::StringRef(s).getAsInteger(10, v) || v < 0)
     die("flag " + flag + " needs a non-negative integer, got '" + s + "'");
   return v;
-}
-
-void putU64(std::string &s, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    s.push_back(char((v >> (8 * i)) & 0xff));
 }
 
 std::string findRuntime() {
@@ -249,22 +245,12 @@ int main(int argc, char **argv) {
   if (!onnx)
     die(model + ": " + onnx.getError().message());
   std::string bytes((*exe)->getBuffer());
-  auto part = [&](const std::string &data, uint64_t &off, uint64_t &size) {
-    while (bytes.size() % 64)
-      bytes.push_back('\0');
-    off = bytes.size();
-    size = data.size();
-    bytes += data;
-  };
-  uint64_t po, ps, co, cs, mo, ms, eo, es;
-  part(r.trainPlan, po, ps);
-  part(r.config, co, cs);
-  part(std::string((*onnx)->getBuffer()), mo, ms);
-  part(r.evalPlan, eo, es);
-  std::string trailer = "KILNTRN1";
-  for (uint64_t v : {po, ps, co, cs, mo, ms, eo, es})
-    putU64(trailer, v);
-  bytes += trailer; // 8 + 8 * 8 = 72 bytes
+  rt::TrainPayloadParts parts;
+  parts[rt::TrainPart::Plan] = r.trainPlan;
+  parts[rt::TrainPart::Config] = r.config;
+  parts[rt::TrainPart::Model] = (*onnx)->getBuffer();
+  parts[rt::TrainPart::Eval] = r.evalPlan;
+  rt::appendTrainPayload(bytes, parts);
   writeAtomically(out, bytes, true);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.1f MiB, compiled in %.1f s)\n",

@@ -6,6 +6,8 @@
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/ONNX/Import.h"
+#include "kiln/Target/Plan/PlanDType.h"
+#include "kiln/runtime/PlanFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -22,23 +24,6 @@ using namespace kiln;
 namespace json = llvm::json;
 
 namespace {
-
-/// The plan's name of an element type, or "" if it has none.
-std::string dtypeName(Type t) {
-  if (t.isF32()) return "f32";
-  if (t.isF64()) return "f64";
-  if (t.isF16()) return "f16";
-  if (t.isBF16()) return "bf16";
-  if (auto i = dyn_cast<IntegerType>(t)) {
-    unsigned w = i.getWidth();
-    if (w == 1)
-      return "i1";
-    if (w != 8 && w != 16 && w != 32 && w != 64)
-      return "";
-    return (i.isUnsigned() ? "u" : "i") + std::to_string(w);
-  }
-  return "";
-}
 
 json::Array shapeOf(MemRefType t) {
   json::Array a;
@@ -199,12 +184,12 @@ FailureOr<json::Object> PlanWriter::valueEntry(Value v, Operation *where) {
     return where->emitOpError() << "value of type " << v.getType()
                                 << " is not a buffer; run "
                                    "--kiln-lower-to-runtime first";
-  std::string dt = dtypeName(type.getElementType());
-  if (dt.empty())
+  std::optional<rt::DType> dt = planDType(type.getElementType());
+  if (!dt)
     return where->emitOpError() << "element type " << type.getElementType()
                                 << " has no plan dtype";
   json::Object o;
-  o["dtype"] = dt;
+  o["dtype"] = rt::dtypeName(*dt);
   o["shape"] = shapeOf(type);
   return o;
 }
@@ -343,24 +328,11 @@ LogicalResult PlanWriter::write(std::string &out) {
   llvm::raw_string_ostream os(text);
   os << json::Value(std::move(header));
 
-  auto put32 = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i)
-      out.push_back(char((v >> (8 * i)) & 0xff));
-  };
-  auto put64 = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-      out.push_back(char((v >> (8 * i)) & 0xff));
-  };
-  out.clear();
-  out.append("KILNPLAN", 8);
-  put32(kPlanFormatVersion);
-  put32(0);
-  put64(text.size());
-  put64(blob.size());
-  out += text;
-  while (out.size() % krt::kArenaAlignment)
-    out.push_back('\0');
-  out += blob;
+  // The blob's parts are aligned to the arena alignment inside the blob, so
+  // the container must start the blob at a multiple of it too.
+  static_assert(rt::kPlanBlobAlignment % krt::kArenaAlignment == 0,
+                "the container must keep the blob's alignment");
+  out = rt::writePlanContainer(text, blob, kPlanFormatVersion);
   return success();
 }
 

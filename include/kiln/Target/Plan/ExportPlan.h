@@ -7,6 +7,8 @@
 #ifndef KILN_TARGET_PLAN_EXPORTPLAN_H
 #define KILN_TARGET_PLAN_EXPORTPLAN_H
 
+#include "kiln/runtime/PlanFile.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -16,8 +18,8 @@
 
 namespace kiln {
 
-/// The plan format version this compiler writes.
-constexpr uint32_t kPlanFormatVersion = 1;
+/// The plan format version this compiler writes (the runtime's constant).
+using rt::kPlanFormatVersion;
 
 /// Parameter values by their `onnx.name`, as raw little-endian bytes.
 using ParamData = std::map<std::string, std::string>;

@@ -1,8 +1,10 @@
 //===- DType.h - element types of the runtime -------------------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// The element types a plan may name, their sizes and names, and the float16 /
-// bfloat16 conversions kernels use (storage in 16 bits, arithmetic in float).
+// The element types a plan may name, their sizes and names (one table,
+// KILN_DTYPES, that the compiler includes too), and the float16 / bfloat16
+// conversions kernels use (storage in 16 bits, arithmetic in float). Free of
+// MLIR and of the runtime library, so the compiler can include it.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_DTYPE_H
 #define KILN_RUNTIME_DTYPE_H
@@ -14,19 +16,94 @@
 
 namespace kiln::rt {
 
+/// What kind of number a dtype holds.
+enum class DTypeKind : uint8_t { Float, SignedInt, UnsignedInt, Bool };
+
+/// The element types, defined once: X(Enum, plan name, bytes, kind). The
+/// enum, the functions below, the compiler's MLIR mapping
+/// (lib/Target/Plan/PlanDType.cpp, which static_asserts the count) and the
+/// schemas' dtype enums (checked against this list by DTypeTest) all follow
+/// it; the order is the enum's, so append new types at the end.
+#define KILN_DTYPES(X)                                                         \
+  X(F32, "f32", 4, Float)                                                      \
+  X(F64, "f64", 8, Float)                                                      \
+  X(F16, "f16", 2, Float)                                                      \
+  X(BF16, "bf16", 2, Float)                                                    \
+  X(I64, "i64", 8, SignedInt)                                                  \
+  X(I32, "i32", 4, SignedInt)                                                  \
+  X(I16, "i16", 2, SignedInt)                                                  \
+  X(I8, "i8", 1, SignedInt)                                                    \
+  X(U64, "u64", 8, UnsignedInt)                                                \
+  X(U32, "u32", 4, UnsignedInt)                                                \
+  X(U16, "u16", 2, UnsignedInt)                                                \
+  X(U8, "u8", 1, UnsignedInt)                                                  \
+  X(Bool, "i1", 1, Bool)
+
 enum class DType : uint8_t {
-  F32, F64, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, Bool
+#define KILN_DTYPE_ENUM(E, NAME, BYTES, KIND) E,
+  KILN_DTYPES(KILN_DTYPE_ENUM)
+#undef KILN_DTYPE_ENUM
 };
 
+/// How many dtypes there are; DType values are 0 .. kNumDTypes - 1.
+constexpr int kNumDTypes = 0
+#define KILN_DTYPE_COUNT(E, NAME, BYTES, KIND) +1
+    KILN_DTYPES(KILN_DTYPE_COUNT)
+#undef KILN_DTYPE_COUNT
+    ;
+
 /// Bytes per element (Bool is one byte, 0 or 1).
-size_t dtypeSize(DType t);
+constexpr size_t dtypeSize(DType t) {
+  switch (t) {
+#define KILN_DTYPE_SIZE(E, NAME, BYTES, KIND)                                  \
+  case DType::E:                                                               \
+    return BYTES;
+    KILN_DTYPES(KILN_DTYPE_SIZE)
+#undef KILN_DTYPE_SIZE
+  }
+  return 1;
+}
+
 /// The plan's name: "f32", "bf16", "i64", "i1", ...
-const char *dtypeName(DType t);
+constexpr const char *dtypeName(DType t) {
+  switch (t) {
+#define KILN_DTYPE_NAME(E, NAME, BYTES, KIND)                                  \
+  case DType::E:                                                               \
+    return NAME;
+    KILN_DTYPES(KILN_DTYPE_NAME)
+#undef KILN_DTYPE_NAME
+  }
+  return "?";
+}
+
+constexpr DTypeKind dtypeKind(DType t) {
+  switch (t) {
+#define KILN_DTYPE_KIND(E, NAME, BYTES, KIND)                                  \
+  case DType::E:                                                               \
+    return DTypeKind::KIND;
+    KILN_DTYPES(KILN_DTYPE_KIND)
+#undef KILN_DTYPE_KIND
+  }
+  return DTypeKind::Float;
+}
+
 /// Parses a plan name; false for an unknown one.
-bool parseDType(std::string_view name, DType &out);
-bool isFloat(DType t);
-bool isSignedInt(DType t);
-bool isUnsignedInt(DType t);
+constexpr bool parseDType(std::string_view name, DType &out) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (name == dtypeName(DType(i))) {
+      out = DType(i);
+      return true;
+    }
+  return false;
+}
+
+constexpr bool isFloat(DType t) { return dtypeKind(t) == DTypeKind::Float; }
+constexpr bool isSignedInt(DType t) {
+  return dtypeKind(t) == DTypeKind::SignedInt;
+}
+constexpr bool isUnsignedInt(DType t) {
+  return dtypeKind(t) == DTypeKind::UnsignedInt;
+}
 
 inline float halfToFloat(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;

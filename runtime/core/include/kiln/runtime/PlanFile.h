@@ -4,9 +4,9 @@
 // The binary container around a plan's JSON header and data blob:
 //   "KILNPLAN", u32 version, u32 reserved (0), u64 J, u64 D, J bytes of JSON,
 //   zero padding to a multiple of 64, D bytes of blob. Little-endian.
-// Header-only and free of exceptions other than std::bad_alloc, so the
-// compiler side (kiln-translate's --export-plan) and tests can build the same
-// bytes the loader reads.
+// Header-only and free of exceptions other than std::bad_alloc: the only
+// writer of the container, used by the compiler (lib/Target/Plan/
+// ExportPlan.cpp) and tests, so they build the same bytes the loader reads.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_PLANFILE_H
 #define KILN_RUNTIME_PLANFILE_H
@@ -20,6 +20,9 @@
 namespace kiln::rt {
 
 constexpr char kPlanMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
+/// The format version the compiler writes and this runtime reads (in the
+/// container and as the JSON header's "version").
+constexpr uint32_t kPlanFormatVersion = 1;
 /// Bytes before the JSON header.
 constexpr size_t kPlanPreambleBytes = 32;
 /// The blob starts at the first multiple of this after the JSON.
@@ -28,7 +31,7 @@ constexpr size_t kPlanBlobAlignment = 64;
 /// Builds a container: the JSON text and the blob, for format `version`.
 inline std::string writePlanContainer(std::string_view json,
                                       std::string_view blob,
-                                      uint32_t version = 1) {
+                                      uint32_t version = kPlanFormatVersion) {
   std::string out;
   auto put = [&](uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i)
@@ -57,7 +60,7 @@ struct PlanContainer {
 
 inline bool parsePlanContainer(const void *data, size_t size,
                                PlanContainer &out, std::string &err,
-                               uint32_t wantVersion = 1) {
+                               uint32_t wantVersion = kPlanFormatVersion) {
   const unsigned char *p = static_cast<const unsigned char *>(data);
   auto get = [&](size_t at, int bytes) {
     uint64_t v = 0;

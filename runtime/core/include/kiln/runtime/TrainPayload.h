@@ -1,0 +1,121 @@
+//===- TrainPayload.h - the training executable's payload -------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// kiln-compile appends to a copy of kiln-train: the train plan, the config
+// JSON, the ONNX model and the eval plan, each starting at a multiple of 64
+// bytes, then a 72-byte trailer (docs/Training.md, "The executable"):
+//   "KILNTRN1", then eight u64 LE: plan offset, plan size, config offset,
+//   config size, model offset, model size, eval offset, eval size (0: none),
+//   offsets from the start of the file.
+// Header-only and free of MLIR: the one writer (kiln-compile) and the one
+// parser (runtime/train/Payload.cpp) of the trailer both include it.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_TRAINPAYLOAD_H
+#define KILN_RUNTIME_TRAINPAYLOAD_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace kiln::rt {
+
+constexpr char kTrainPayloadMagic[8] = {'K', 'I', 'L', 'N', 'T', 'R', 'N', '1'};
+/// The parts in trailer order.
+enum class TrainPart { Plan, Config, Model, Eval };
+constexpr int kNumTrainParts = 4;
+/// The magic and an (offset, size) pair per part.
+constexpr size_t kTrainTrailerBytes = 8 + 16 * kNumTrainParts;
+static_assert(kTrainTrailerBytes == 72, "the trailer is 72 bytes");
+/// Each part starts at a multiple of this (the plans are mapped in place).
+constexpr size_t kTrainPartAlignment = 64;
+
+/// How errors name a part.
+constexpr const char *trainPartName(TrainPart p) {
+  switch (p) {
+  case TrainPart::Plan: return "plan";
+  case TrainPart::Config: return "config";
+  case TrainPart::Model: return "model";
+  case TrainPart::Eval: return "eval plan";
+  }
+  return "?";
+}
+
+/// The parts of a payload, indexed by TrainPart; an empty view is a part of
+/// size 0 (only the eval plan may be absent).
+struct TrainPayloadParts {
+  std::string_view part[kNumTrainParts];
+  std::string_view &operator[](TrainPart p) { return part[int(p)]; }
+  std::string_view operator[](TrainPart p) const { return part[int(p)]; }
+};
+
+/// Appends `parts` and the trailer to `file` (a copy of the executable).
+inline void appendTrainPayload(std::string &file,
+                               const TrainPayloadParts &parts) {
+  uint64_t where[2 * kNumTrainParts];
+  for (int k = 0; k < kNumTrainParts; ++k) {
+    while (file.size() % kTrainPartAlignment)
+      file.push_back('\0');
+    where[2 * k] = file.size();
+    where[2 * k + 1] = parts.part[k].size();
+    file.append(parts.part[k].data(), parts.part[k].size());
+  }
+  file.append(kTrainPayloadMagic, 8);
+  for (uint64_t v : where)
+    for (int i = 0; i < 8; ++i)
+      file.push_back(char((v >> (8 * i)) & 0xff));
+}
+
+/// The message of a file without a (valid) payload.
+constexpr const char *kNoTrainPayload =
+    "not a Kiln training executable (no payload)";
+
+/// Splits `size` bytes ending in a trailer into their parts, checking that
+/// every part lies before the trailer and that the plan and config are not
+/// empty. On failure `err` is kNoTrainPayload, with ": the PART [off, +n)
+/// runs past the trailer at N" or ": the PART is empty" when the trailer is
+/// there but damaged.
+inline bool parseTrainPayload(const void *data, size_t size,
+                              TrainPayloadParts &out, std::string &err) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  if (!p || size < kTrainTrailerBytes ||
+      std::memcmp(p + size - kTrainTrailerBytes, kTrainPayloadMagic, 8) != 0) {
+    err = kNoTrainPayload;
+    return false;
+  }
+  const unsigned char *t = p + size - kTrainTrailerBytes + 8;
+  auto getU64 = [](const unsigned char *q) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= (uint64_t)q[i] << (8 * i);
+    return v;
+  };
+  uint64_t limit = size - kTrainTrailerBytes;
+  for (int k = 0; k < kNumTrainParts; ++k) {
+    uint64_t off = getU64(t + 16 * k), n = getU64(t + 16 * k + 8);
+    if (n == 0) {
+      out.part[k] = std::string_view();
+      continue;
+    }
+    if (off > limit || n > limit - off) {
+      err = std::string(kNoTrainPayload) + ": the " +
+            trainPartName(TrainPart(k)) + " [" + std::to_string(off) + ", +" +
+            std::to_string(n) + ") runs past the trailer at " +
+            std::to_string(limit);
+      return false;
+    }
+    out.part[k] = std::string_view(reinterpret_cast<const char *>(p) + off, n);
+  }
+  for (TrainPart k : {TrainPart::Plan, TrainPart::Config})
+    if (out[k].empty()) {
+      err = std::string(kNoTrainPayload) + ": the " + trainPartName(k) +
+            " is empty";
+      return false;
+    }
+  return true;
+}
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_TRAINPAYLOAD_H
