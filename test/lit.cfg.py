@@ -19,6 +19,8 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%models", os.path.join(config.kiln_obj_root, "test", "models")))
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
 config.substitutions.append(("%kiln_bin", config.kiln_tools_dir))
+# MLIR's .td files, for kiln-tblgen (Debian puts them with LLVM's headers).
+config.substitutions.append(("%mlir_include", os.path.join(config.llvm_tools_dir, "..", "include")))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()

@@ -3,6 +3,8 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/Kernel.h"
 
+#include "kiln/runtime/KernelManifest.h"
+
 #include <algorithm>
 
 namespace kiln::rt {
@@ -27,11 +29,39 @@ static const json &require(const json *j, const std::string &name) {
   throw Error("attribute '" + name + "' is not " + want);
 }
 
+void Attrs::checkRead(const std::string &name, Read read) const {
+  if (!kernel_)
+    return;
+  const manifest::Attr *decl = kernel_->attr(name);
+  if (!decl)
+    throw Error(std::string("kernel '") + kernel_->name +
+                "' reads attribute '" + name +
+                "', which the kernel manifest does not declare for it");
+  using T = manifest::AttrType;
+  bool ok = true;
+  switch (read) {
+  case Read::Any: break;
+  // getInt and getBool accept both (a plan may write a flag as 0/1).
+  case Read::Int: ok = decl->type == T::Int || decl->type == T::Bool; break;
+  case Read::Bool: ok = decl->type == T::Bool || decl->type == T::Int; break;
+  case Read::Float: ok = decl->type == T::Float; break;
+  case Read::String: ok = decl->type == T::String; break;
+  case Read::Ints: ok = decl->type == T::IntArray; break;
+  }
+  if (!ok)
+    throw Error(std::string("kernel '") + kernel_->name +
+                "' reads attribute '" + name + "' as another type than " +
+                manifest::typeName(decl->type) +
+                ", which the kernel manifest declares");
+}
+
 bool Attrs::has(const std::string &name) const {
+  checkRead(name, Read::Any);
   return lookup(json_, name) != nullptr;
 }
 
 int64_t Attrs::getInt(const std::string &name) const {
+  checkRead(name, Read::Int);
   const json &v = require(json_, name);
   if (v.is_number_integer())
     return v.get<int64_t>();
@@ -41,10 +71,12 @@ int64_t Attrs::getInt(const std::string &name) const {
 }
 
 int64_t Attrs::getInt(const std::string &name, int64_t dflt) const {
+  checkRead(name, Read::Int);
   return has(name) ? getInt(name) : dflt;
 }
 
 double Attrs::getFloat(const std::string &name) const {
+  checkRead(name, Read::Float);
   const json &v = require(json_, name);
   if (v.is_number())
     return v.get<double>();
@@ -61,10 +93,12 @@ double Attrs::getFloat(const std::string &name) const {
 }
 
 double Attrs::getFloat(const std::string &name, double dflt) const {
+  checkRead(name, Read::Float);
   return has(name) ? getFloat(name) : dflt;
 }
 
 bool Attrs::getBool(const std::string &name, bool dflt) const {
+  checkRead(name, Read::Bool);
   const json *v = lookup(json_, name);
   if (!v)
     return dflt;
@@ -77,6 +111,7 @@ bool Attrs::getBool(const std::string &name, bool dflt) const {
 
 std::string Attrs::getString(const std::string &name,
                              const std::string &dflt) const {
+  checkRead(name, Read::String);
   const json *v = lookup(json_, name);
   if (!v)
     return dflt;
@@ -86,6 +121,7 @@ std::string Attrs::getString(const std::string &name,
 }
 
 std::vector<int64_t> Attrs::getInts(const std::string &name) const {
+  checkRead(name, Read::Ints);
   const json &v = require(json_, name);
   if (!v.is_array())
     mistyped(name, "an integer array");
@@ -101,10 +137,17 @@ std::vector<int64_t> Attrs::getInts(const std::string &name) const {
 
 std::vector<int64_t> Attrs::getInts(const std::string &name,
                                     const std::vector<int64_t> &dflt) const {
+  checkRead(name, Read::Ints);
   return has(name) ? getInts(name) : dflt;
 }
 
 void KernelRegistry::add(const std::string &name, KernelFactory factory) {
+  if (const manifest::Kernel *k = manifest::find(name))
+    factory = [k, f = std::move(factory)](const KernelSpec &spec) {
+      KernelSpec checked = spec;
+      checked.attrs = spec.attrs.checkedAgainst(k);
+      return f(checked);
+    };
   factories_[name] = std::move(factory);
 }
 
@@ -119,6 +162,16 @@ std::vector<std::string> KernelRegistry::names() const {
     out.push_back(kv.first);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void checkRegistryAgainstManifest(const KernelRegistry &r) {
+  const std::vector<std::string> &extra = runtimeOnlyKernels();
+  for (const std::string &name : r.names())
+    if (!manifest::find(name) &&
+        std::find(extra.begin(), extra.end(), name) == extra.end())
+      throw Error("kernel '" + name +
+                  "' is registered but not in the kernel manifest (declare "
+                  "it in ODS, or list it in runtimeOnlyKernels())");
 }
 
 void expectArity(const KernelSpec &spec, size_t nin, size_t nout) {

@@ -4,13 +4,17 @@
 // The container, the JSON header and every check that needs no kernel
 // (docs/PlanFormat.md). Any byte string either parses into a consistent
 // ParsedPlan or throws an Error with a one-line message: indices are in
-// range, sizes do not overflow, data lies inside the blob and the arena.
+// range, sizes do not overflow, data lies inside the blob and the arena, and
+// a step of a kernel the kernel manifest declares carries only attributes
+// the manifest declares for it, each of its declared type.
 //===----------------------------------------------------------------------===//
 #include "PlanInternal.h"
 
+#include "kiln/runtime/KernelManifest.h"
 #include "kiln/runtime/PlanFile.h"
 #include "kiln/runtime/Runtime.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -191,6 +195,60 @@ void parseValue(const json &v, size_t i, const ParsedPlan &plan,
   }
 }
 
+/// Whether `v` is a JSON value of manifest type `t`, as Attrs reads it.
+bool hasType(const json &v, manifest::AttrType t) {
+  auto isFloat = [](const json &e) {
+    if (e.is_number())
+      return true;
+    if (!e.is_string()) // non-finite floats are written as strings
+      return false;
+    const std::string &s = e.get_ref<const std::string &>();
+    return s == "inf" || s == "-inf" || s == "nan";
+  };
+  switch (t) {
+  case manifest::AttrType::Int:
+  case manifest::AttrType::Bool:
+    return v.is_number_integer() || v.is_boolean();
+  case manifest::AttrType::Float:
+    return isFloat(v);
+  case manifest::AttrType::String:
+    return v.is_string();
+  case manifest::AttrType::IntArray:
+    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json &e) {
+             return e.is_number_integer();
+           });
+  case manifest::AttrType::FloatArray:
+    return v.is_array() && std::all_of(v.begin(), v.end(), isFloat);
+  case manifest::AttrType::Elements:
+    return false; // tensor data travels as a constant value, never an attribute
+  }
+  return false;
+}
+
+/// A step of a manifest kernel carries only declared attributes of their
+/// declared types (docs/PlanFormat.md, "Kernel manifest"). Names the manifest
+/// lacks are left to the registry: a test may register stand-in kernels.
+void checkStepAttrs(size_t index, const PlanStep &step) {
+  const manifest::Kernel *k = manifest::find(step.kernel);
+  if (!k || !step.attrs)
+    return;
+  for (auto it = step.attrs->begin(); it != step.attrs->end(); ++it) {
+    const manifest::Attr *decl = k->attr(it.key());
+    if (!decl)
+      fail(stepLabel(index, step) + ": attribute '" + it.key() +
+           "' is not declared for kernel '" + step.kernel +
+           "' by the kernel manifest");
+    if (!hasType(it.value(), decl->type)) {
+      std::string got = it.value().dump();
+      if (got.size() > 40)
+        got = got.substr(0, 37) + "...";
+      fail(stepLabel(index, step) + ": attribute '" + it.key() + "' is " +
+           got + ", the kernel manifest declares " +
+           manifest::typeName(decl->type));
+    }
+  }
+}
+
 void parseHeader(const json &h, ParsedPlan &plan) {
   if (!h.is_object())
     fail("plan header is not a JSON object");
@@ -325,6 +383,7 @@ void parseHeader(const json &h, ParsedPlan &plan) {
         fail(where + "'attrs' must be an object");
       step.attrs = attrs;
     }
+    checkStepAttrs(s, step);
     plan.steps.push_back(std::move(step));
   }
 }

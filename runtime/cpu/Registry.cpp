@@ -19,10 +19,22 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerBackwardKernels(r);
 }
 
+const std::vector<std::string> &runtimeOnlyKernels() {
+  // Kernels a target may register that no plan names, each with why. Empty:
+  // every CPU kernel is a manifest kernel (kiln.reshape's "reshape" is one,
+  // though the lowering turns the op into a view). A helper kernel for tests
+  // or tools would be listed here.
+  static const std::vector<std::string> names = {};
+  return names;
+}
+
 const KernelRegistry &KernelRegistry::cpu() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     registerCpuKernels(r);
+    // A CPU kernel the compiler cannot name is a contract mismatch (a
+    // misspelt or dropped op): every load fails until it is fixed.
+    checkRegistryAgainstManifest(r);
     return r;
   }();
   return registry;

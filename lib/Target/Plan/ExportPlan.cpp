@@ -8,6 +8,7 @@
 #include "kiln/Target/ONNX/Import.h"
 #include "kiln/Target/Plan/PlanDType.h"
 #include "kiln/runtime/PlanFile.h"
+#include "kiln/runtime/KernelManifest.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -155,6 +156,70 @@ std::string locString(Location loc) {
   return "";
 }
 
+/// Whether `a` is an attribute of manifest type `t` (what attrValue writes
+/// for it is what the runtime's plan loader accepts for `t`).
+bool hasManifestType(Attribute a, manifest::AttrType t) {
+  switch (t) {
+  case manifest::AttrType::Bool:
+    return isa<BoolAttr>(a);
+  case manifest::AttrType::Int:
+    return isa<IntegerAttr>(a) && !isa<BoolAttr>(a);
+  case manifest::AttrType::Float:
+    return isa<FloatAttr>(a);
+  case manifest::AttrType::String:
+    return isa<StringAttr>(a);
+  case manifest::AttrType::IntArray:
+    return isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(a);
+  case manifest::AttrType::FloatArray:
+    return isa<DenseF32ArrayAttr, DenseF64ArrayAttr>(a);
+  case manifest::AttrType::Elements:
+    return false;
+  }
+  return false;
+}
+
+/// Checks a launch against the kernel manifest before it becomes a step: the
+/// kernel is declared and launched, its operand and result counts fit, and
+/// every parameter is declared with its type and every required one present.
+/// A mismatch is the compiler's bug (the lowering emits the op's own
+/// attributes), so it is reported as an internal error at the op.
+LogicalResult checkAgainstManifest(krt::LaunchOp l) {
+  auto internal = [&]() {
+    return l.emitOpError() << "internal error: kernel '" << l.getKernel()
+                           << "' ";
+  };
+  const manifest::Kernel *k = manifest::find(l.getKernel());
+  if (!k)
+    return internal() << "is not in the kernel manifest (KernelManifest.inc; "
+                         "regenerate it after changing the ODS)";
+  if (!k->launched)
+    return internal() << "is never launched (the manifest's "
+                      << k->op << " lowers to another krt op)";
+  if (!k->acceptsOperands(l.getIns().size()) ||
+      !k->acceptsResults(l.getOuts().size()))
+    return internal() << "has " << l.getIns().size() << " inputs and "
+                      << l.getOuts().size() << " outputs, which its manifest "
+                      << "entry (" << k->numOperands << " operands, "
+                      << k->numResults << " results) does not allow";
+  DictionaryAttr params = l.getParams();
+  for (NamedAttribute na : params) {
+    const manifest::Attr *decl = k->attr(na.getName().getValue());
+    if (!decl)
+      return internal() << "has parameter '" << na.getName().getValue()
+                        << "', which the kernel manifest does not declare";
+    if (!hasManifestType(na.getValue(), decl->type))
+      return internal() << "has parameter '" << na.getName().getValue()
+                        << "' = " << na.getValue()
+                        << ", the kernel manifest declares "
+                        << manifest::typeName(decl->type);
+  }
+  for (const manifest::Attr *a = k->attrs(), *e = a + k->numAttrs; a != e; ++a)
+    if (a->presence != manifest::Presence::Optional && !params.get(a->name))
+      return internal() << "lacks parameter '" << a->name
+                        << "', which the kernel manifest requires";
+  return success();
+}
+
 class PlanWriter {
 public:
   PlanWriter(func::FuncOp func, const ParamData &params)
@@ -275,6 +340,8 @@ LogicalResult PlanWriter::write(std::string &out) {
       if (l.getStream() != 0)
         return l.emitOpError() << "runs on stream " << l.getStream()
                                << "; plan format version 1 has one stream";
+      if (failed(checkAgainstManifest(l)))
+        return failure();
       json::Object step;
       step["kernel"] = l.getKernel().str();
       json::Array ins, outs;

@@ -24,6 +24,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace kiln::manifest {
+struct Kernel;
+} // namespace kiln::manifest
+
 namespace kiln::rt {
 
 /// A runtime error (bad plan, bad input, a kernel's run-time check). Internal:
@@ -34,11 +38,24 @@ public:
 };
 
 /// Typed access to a step's attributes; a missing or mistyped attribute
-/// throws an Error naming it.
+/// throws an Error naming it. When it knows its kernel's manifest entry
+/// (KernelManifest.h), reading an attribute the manifest does not declare for
+/// the kernel, or reading one as another type than declared, throws an Error
+/// naming the kernel and the attribute: the factories of manifest kernels get
+/// such Attrs (KernelRegistry::add), so every kernel built, in a plan or in a
+/// unit test, checks that it reads only its declared attributes.
 class Attrs {
 public:
   Attrs() = default;
   explicit Attrs(const nlohmann::json *json) : json_(json) {}
+  /// The same attributes, checked against `kernel`'s declarations.
+  Attrs checkedAgainst(const manifest::Kernel *kernel) const {
+    Attrs a = *this;
+    a.kernel_ = kernel;
+    return a;
+  }
+  /// The manifest entry reads are checked against; null when unchecked.
+  const manifest::Kernel *kernel() const { return kernel_; }
 
   bool has(const std::string &name) const;
   int64_t getInt(const std::string &name) const;
@@ -52,7 +69,12 @@ public:
                                const std::vector<int64_t> &dflt) const;
 
 private:
+  enum class Read { Any, Int, Float, Bool, String, Ints };
+  /// Throws unless the manifest declares `name`, of a type `read` accepts.
+  void checkRead(const std::string &name, Read read) const;
+
   const nlohmann::json *json_ = nullptr;
+  const manifest::Kernel *kernel_ = nullptr;
 };
 
 /// What a factory sees of a step.
@@ -83,6 +105,11 @@ using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelSpec &)>
 
 class KernelRegistry {
 public:
+  /// Registers `factory` under `name`. If the kernel manifest declares
+  /// `name`, the factory sees Attrs checked against the declaration. Other
+  /// names are accepted (tests register stand-ins), but the CPU registry
+  /// refuses them (registerCpuKernels may add only manifest kernels and
+  /// runtimeOnlyKernels()).
   void add(const std::string &name, KernelFactory factory);
   /// Null when no kernel has this name.
   const KernelFactory *find(const std::string &name) const;
@@ -96,6 +123,14 @@ private:
 
 /// Adds every CPU kernel (runtime/cpu) to `r`.
 void registerCpuKernels(KernelRegistry &r);
+
+/// The kernels a target may register that the kernel manifest does not
+/// declare (Registry.cpp says why each is there).
+const std::vector<std::string> &runtimeOnlyKernels();
+
+/// Throws an Error naming the first kernel of `r` that is neither in the
+/// kernel manifest nor in runtimeOnlyKernels().
+void checkRegistryAgainstManifest(const KernelRegistry &r);
 
 /// Helpers for kernel factories.
 /// Throws unless `spec` has exactly `nin` inputs (counting absent optionals)

@@ -1,0 +1,50 @@
+//===- KRTKernels.td - the kernels a plan may name ----------*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// The input of `kiln-tblgen -gen-kernel-manifest`, which writes the kernel
+// manifest (runtime/core/include/kiln/runtime/KernelManifest.inc): the name,
+// operands, results and attributes of every kernel a `krt.launch`, and so a
+// plan step, may name. It is the single source of the compiler-runtime
+// contract: the plan writer and the runtime both check against it.
+//
+// The kernels are:
+//  - every `kiln` op, under its mnemonic, with the op's operands, results and
+//    attributes (--kiln-lower-to-runtime lowers each to a launch of that
+//    name, passing every attribute with its default filled in), except the
+//    ops KRT_NotLaunched lists;
+//  - the KRT_Kernel defs below, which the lowering emits itself.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KRT_IR_KRTKERNELS_TD
+#define KILN_DIALECT_KRT_IR_KRTKERNELS_TD
+
+include "kiln/Dialect/Kiln/IR/Kiln.td"
+
+/// A runtime kernel that no `kiln` op names. `arguments` lists the buffers it
+/// reads (and any attributes), `results` the buffers it writes, with the
+/// same constraint classes an op uses (Optional<>, Variadic<>, *Attr).
+class KRT_Kernel<string kernelName> {
+  string name = kernelName;
+  string summary = "";
+  dag arguments = (ins);
+  dag results = (outs);
+}
+
+def KRT_CopyKernel : KRT_Kernel<"copy"> {
+  let summary = "copies a buffer into another of the same type; "
+                "--kiln-lower-to-runtime writes a training update back into "
+                "its parameter with it";
+  let arguments = (ins AnyType:$input);
+  let results = (outs AnyType:$output);
+}
+
+/// `kiln` ops --kiln-lower-to-runtime turns into something other than a
+/// launch, so no plan step names them (they stay in the manifest, marked
+/// not launched: the plan writer refuses a launch of one).
+def KRT_NotLaunched {
+  list<Op> ops = [
+    Kiln_ConstantOp, // krt.constant: data in the plan's blob
+    Kiln_ReshapeOp   // krt.view: the same bytes with another shape
+  ];
+}
+
+#endif // KILN_DIALECT_KRT_IR_KRTKERNELS_TD
