@@ -95,10 +95,11 @@ bool kiln::compileONNXToPlan(const std::string &path,
     if (failed(pm.run(*module)))
       return fail("lower");
   }
-  if (failed(exportPlan(*module, "forward", params, result.plan)))
+  if (failed(exportPlan(*module, kForwardFuncName, params, result.plan)))
     return fail("plan");
-  if (auto f = module->lookupSymbol<func::FuncOp>("forward"))
-    if (auto a = f->getAttrOfType<IntegerAttr>("krt.arena_bytes"))
+  if (auto f = module->lookupSymbol<func::FuncOp>(kForwardFuncName))
+    if (auto a = f->getAttrOfType<IntegerAttr>(
+            krt::KRTDialect::getArenaBytesAttrName()))
       result.arenaBytes = a.getInt();
   return true;
 }
@@ -142,11 +143,28 @@ bool kiln::compileONNXToTraining(const std::string &path,
   OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
   if (!module)
     return fail("import");
+  // The driver's names for the pass options' enums (kiln-compile checked
+  // them; a caller that did not gets the same one-line error).
+  std::optional<LossKind> loss = symbolizeLossKind(opts.loss);
+  if (!loss)
+    return failWith("loss", "unknown loss '" + opts.loss + "'");
+  std::optional<BNRunningVar> bnRunningVar =
+      symbolizeBNRunningVar(opts.bnRunningVar);
+  if (!bnRunningVar)
+    return failWith("autodiff",
+                    "unknown bn-running-var '" + opts.bnRunningVar + "'");
+  // "none" keeps the gradients as results (gradient checks, debugging).
+  bool attachOptimizer = opts.optimizer != "none";
+  std::optional<OptimizerKind> optimizer =
+      symbolizeOptimizerKind(opts.optimizer);
+  if (attachOptimizer && !optimizer)
+    return failWith("autodiff", "unknown optimizer '" + opts.optimizer + "'");
+
   {
     PassManager pm(&ctx);
     buildONNXToKilnPipeline(pm);
     KilnAttachLossPassOptions lo;
-    lo.loss = opts.loss;
+    lo.loss = *loss;
     lo.logits = opts.logits;
     lo.labels = opts.labels;
     lo.lossOutput = opts.lossOutput;
@@ -156,18 +174,21 @@ bool kiln::compileONNXToTraining(const std::string &path,
   }
   OwningOpRef<ModuleOp> evalModule = module->clone();
 
-  bool adam = opts.optimizer == "adam" || opts.optimizer == "adamw";
+  bool adam =
+      optimizer == OptimizerKind::Adam || optimizer == OptimizerKind::AdamW;
   double lr = opts.lr >= 0 ? opts.lr : (adam ? 1e-3 : 1e-2);
-  double wd = opts.weightDecay >= 0 ? opts.weightDecay
-                                    : (opts.optimizer == "adamw" ? 0.01 : 0.0);
+  double wd = opts.weightDecay >= 0
+                  ? opts.weightDecay
+                  : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
   {
     PassManager pm(&ctx);
     KilnAutodiffPassOptions ao;
     ao.freeze = opts.freeze;
-    ao.bnRunningVar = opts.bnRunningVar;
+    ao.bnRunningVar = *bnRunningVar;
     pm.addPass(createKilnAutodiffPass(ao));
     KilnAttachOptimizerPassOptions oo;
-    oo.optimizer = opts.optimizer;
+    if (optimizer)
+      oo.optimizer = *optimizer;
     oo.momentum = opts.momentum;
     oo.nesterov = opts.nesterov;
     oo.weightDecay = wd;
@@ -175,8 +196,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     oo.beta2 = opts.beta2;
     oo.eps = opts.eps;
     oo.clipNorm = opts.clipNorm;
-    // "none" keeps the gradients as results (gradient checks, debugging).
-    if (opts.optimizer != "none")
+    if (attachOptimizer)
       pm.addPass(createKilnAttachOptimizerPass(oo));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -184,9 +204,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return fail("autodiff");
   }
   // The training module keeps only @train_step.
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
+  if (auto fwd = module->lookupSymbol<func::FuncOp>(kForwardFuncName))
     fwd.erase();
-  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  auto step = module->lookupSymbol<func::FuncOp>(kTrainStepFuncName);
   {
     llvm::raw_string_ostream os(result.mlir);
     module->print(os);
@@ -200,11 +220,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
   llvm::json::Array data;
   int64_t batch = opts.import.batchSize;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    if (step.getArgAttr(i, "kiln.param"))
+    if (isParam(step, i))
       continue;
     auto name = step.getArgAttrOfType<StringAttr>(i, "onnx.name");
     std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
-    if (n == "kiln.lr" || n == "kiln.step")
+    if (n == kLrInputName || n == kStepInputName)
       continue;
     auto t = cast<RankedTensorType>(step.getArgument(i).getType());
     if (t.getRank() < 1)
@@ -232,7 +252,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                       {key(K::DataSampleShape), std::move(shape)}});
   }
   llvm::json::Value numClasses = nullptr;
-  if (opts.loss == "cross-entropy")
+  if (loss == LossKind::CrossEntropy)
     step.walk([&](kiln::SoftmaxCrossEntropyOp ce) {
       auto lt = cast<RankedTensorType>(ce.getLogits().getType());
       numClasses = lt.getDimSize(ce.getClassAxis());
@@ -258,7 +278,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
                           {key(K::OptimizerEps), opts.eps},
                           {key(K::OptimizerWeightDecay), wd},
                           {key(K::OptimizerMomentum),
-                           opts.optimizer == "momentum" ? opts.momentum : 0.0},
+                           optimizer == OptimizerKind::Momentum ? opts.momentum : 0.0},
                           {key(K::OptimizerNesterov), opts.nesterov},
                           {key(K::OptimizerClipNorm), opts.clipNorm}}},
       {key(K::Schedule),
@@ -266,8 +286,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
                           {key(K::ScheduleWarmupSteps), opts.warmupSteps},
                           {key(K::ScheduleTotalSteps), opts.totalSteps},
                           {key(K::ScheduleMinLr), opts.minLr}}},
-      {key(K::LrInput), "kiln.lr"},
-      {key(K::StepInput), "kiln.step"}};
+      {key(K::LrInput), kLrInputName},
+      {key(K::StepInput), kStepInputName}};
   {
     llvm::raw_string_ostream os(result.config);
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));
@@ -279,10 +299,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
     if (failed(pm.run(*module)))
       return fail("lower");
   }
-  if (failed(exportPlan(*module, "train_step", params, result.trainPlan)))
+  if (failed(exportPlan(*module, kTrainStepFuncName, params, result.trainPlan)))
     return fail("plan");
-  if (auto a = module->lookupSymbol<func::FuncOp>("train_step")
-                   ->getAttrOfType<IntegerAttr>("krt.arena_bytes"))
+  if (auto a = module->lookupSymbol<func::FuncOp>(kTrainStepFuncName)
+                   ->getAttrOfType<IntegerAttr>(
+                       krt::KRTDialect::getArenaBytesAttrName()))
     result.trainArenaBytes = a.getInt();
 
   {
@@ -294,7 +315,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
     if (failed(pm.run(*evalModule)))
       return fail("eval");
   }
-  if (failed(exportPlan(*evalModule, "forward", params, result.evalPlan)))
+  if (failed(
+          exportPlan(*evalModule, kForwardFuncName, params, result.evalPlan)))
     return fail("eval plan");
   return true;
 }

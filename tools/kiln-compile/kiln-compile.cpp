@@ -18,6 +18,8 @@
 #include "kiln/Pipeline/Pipelines.h"
 #include "kiln/runtime/TrainPayload.h"
 
+#include "kiln/Dialect/Kiln/IR/KilnEnums.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -195,23 +197,20 @@ int main(int argc, char **argv) {
     die("--target cuda: this build has no CUDA runtime (see docs/Architecture.md)");
   if (emit != "exe" && emit != "mlir" && emit != "plan")
     die("--emit must be exe, mlir or plan, got '" + emit + "'");
-  if (opts.loss != "cross-entropy" && opts.loss != "mse" && opts.loss != "output")
+  if (!symbolizeLossKind(opts.loss))
     die("--loss must be cross-entropy, mse or output, got '" + opts.loss + "'");
   if (opts.loss == "output" && opts.lossOutput.empty())
     die("--loss output needs --loss-output NAME (the scalar model output to minimise)");
   if (opts.optimizer == "none" && emit == "exe")
     die("--optimizer none (gradients as plan outputs) needs --emit plan or mlir");
-  if (opts.optimizer != "sgd" && opts.optimizer != "momentum" &&
-      opts.optimizer != "adam" && opts.optimizer != "adamw" &&
-      opts.optimizer != "none")
+  if (!symbolizeOptimizerKind(opts.optimizer) && opts.optimizer != "none")
     die("--optimizer must be sgd, momentum, adam or adamw, got '" + opts.optimizer + "'");
-  if (opts.schedule != "constant" && opts.schedule != "linear-warmup" &&
-      opts.schedule != "cosine")
+  if (!symbolizeLRSchedule(opts.schedule))
     die("--lr-schedule must be constant, linear-warmup or cosine, got '" +
         opts.schedule + "'");
   if (lrGiven && opts.lr <= 0)
     die("--lr must be positive");
-  if (opts.bnRunningVar != "unbiased" && opts.bnRunningVar != "biased")
+  if (!symbolizeBNRunningVar(opts.bnRunningVar))
     die("--bn-running-var must be unbiased or biased");
   if (!llvm::sys::fs::exists(model))
     die(model + ": no such file");

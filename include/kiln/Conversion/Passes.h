@@ -5,6 +5,7 @@
 #define KILN_CONVERSION_PASSES_H
 
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -4,6 +4,7 @@
 #ifndef KILN_CONVERSION_PASSES_TD
 #define KILN_CONVERSION_PASSES_TD
 
+include "kiln/Dialect/Kiln/IR/KilnEnums.td"
 include "mlir/Pass/PassBase.td"
 
 def ConvertONNXToKilnPass : Pass<"convert-onnx-to-kiln", "mlir::ModuleOp"> {
@@ -55,8 +56,8 @@ def KilnLowerToRuntimePass : Pass<"kiln-lower-to-runtime", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "The device whose runtime runs the program (cpu)">,
+    Kiln_EnumOption<"target", "target", Kiln_TargetKind, /*defaultCase=*/"CPU",
+                    "The device whose runtime runs the program">,
   ];
   let dependentDialects = ["::kiln::krt::KRTDialect", "::mlir::func::FuncDialect"];
   let statistics = [

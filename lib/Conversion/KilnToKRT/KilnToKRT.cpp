@@ -32,12 +32,8 @@ struct KilnLowerToRuntimePass
   using Base::Base;
 
   void runOnOperation() override {
-    if (target != "cpu") {
-      getOperation().emitError()
-          << "--kiln-lower-to-runtime: target '" << target
-          << "' is not supported (supported: cpu)";
-      return signalPassFailure();
-    }
+    // `target` is a TargetKind, whose only case is the CPU: the option
+    // parser refuses any other name.
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal() && failed(lower(func)))
         return signalPassFailure();
@@ -64,13 +60,13 @@ LogicalResult KilnLowerToRuntimePass::writeUpdates(func::FuncOp func) {
   OpBuilder b(ret);
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     Value v = ret.getOperand(i);
-    auto up = attrs[i] ? attrs[i].getAs<IntegerAttr>("kiln.update") : nullptr;
+    std::optional<unsigned> up = kiln::getUpdateOf(attrs[i]);
     if (!up) {
       kept.push_back(v);
       keptAttrs.push_back(attrs[i] ? attrs[i] : DictionaryAttr::get(func.getContext()));
       continue;
     }
-    int64_t k = up.getInt();
+    int64_t k = *up;
     if (k < 0 || k >= (int64_t)body.getNumArguments() ||
         v.getType() != body.getArgument(k).getType())
       return func.emitOpError() << "result #" << i << " updates argument #" << k

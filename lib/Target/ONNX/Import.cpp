@@ -11,6 +11,7 @@
 #include "kiln/Target/ONNX/Import.h"
 
 #include "ONNXLibrary.h"
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -748,7 +749,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   llvm::SmallString<256> absPath(path);
   (void)llvm::sys::fs::make_absolute(absPath);
   llvm::sys::path::remove_dots(absPath, /*remove_dot_dot=*/true);
-  m->setAttr("kiln.weights", builder.getStringAttr(absPath));
+  m->setAttr(kiln::KilnDialect::getWeightsAttrName(),
+             builder.getStringAttr(absPath));
   std::string producer = model.producer_name();
   if (!model.producer_version().empty())
     producer += (producer.empty() ? "" : " ") + model.producer_version();
@@ -756,7 +758,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     m->setAttr("onnx.producer", builder.getStringAttr(producer));
 
   builder.setInsertionPointToEnd(m.getBody());
-  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+  auto func = func::FuncOp::create(builder, fileLoc, kiln::kForwardFuncName,
                                    builder.getFunctionType(argTypes, {}));
   entry = func.addEntryBlock();
   for (unsigned i = 0, e = argTypes.size(); i < e; ++i) {
@@ -764,7 +766,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     arg.setLoc(nameLoc(argNames[i]));
     func.setArgAttr(i, "onnx.name", builder.getStringAttr(argNames[i]));
     if (argIsParam[i])
-      func.setArgAttr(i, "kiln.param", builder.getUnitAttr());
+      func.setArgAttr(i, kiln::KilnDialect::getParamAttrName(),
+                      builder.getUnitAttr());
     values[argNames[i]] = arg;
   }
   builder.setInsertionPointToEnd(entry);

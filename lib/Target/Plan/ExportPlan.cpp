@@ -4,6 +4,7 @@
 #include "kiln/Target/Plan/ExportPlan.h"
 
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/ONNX/Import.h"
 #include "kiln/Target/Plan/PlanDType.h"
@@ -261,7 +262,8 @@ FailureOr<json::Object> PlanWriter::valueEntry(Value v, Operation *where) {
 
 LogicalResult PlanWriter::write(std::string &out) {
   Block &body = func.getBody().front();
-  auto arena = func->getAttrOfType<IntegerAttr>("krt.arena_bytes");
+  auto arena = func->getAttrOfType<IntegerAttr>(
+      krt::KRTDialect::getArenaBytesAttrName());
   if (!arena)
     return func.emitOpError() << "has no krt.arena_bytes; run "
                                  "--kiln-assign-buffers first";
@@ -277,11 +279,11 @@ LogicalResult PlanWriter::write(std::string &out) {
     std::string argName = name ? name.getValue().str()
                                : "arg" + std::to_string(arg.getArgNumber());
     (*e)["name"] = argName;
-    if (func.getArgAttr(arg.getArgNumber(), "kiln.param")) {
+    if (isParam(func, arg.getArgNumber())) {
       int64_t bytes = krt::bufferBytes(cast<MemRefType>(arg.getType()));
-      auto init = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.init");
+      std::optional<ParamInit> init = getInit(func, arg.getArgNumber());
       auto it = params.find(argName);
-      if (init && init.getValue() == "zeros") {
+      if (init == ParamInit::Zeros) {
         // Optimizer state starts at zero.
         (*e)["data_offset"] = addBlob(std::string(bytes, '\0'));
       } else {
@@ -296,8 +298,8 @@ LogicalResult PlanWriter::write(std::string &out) {
       }
       (*e)["kind"] = "param";
       (*e)["data_bytes"] = bytes;
-      if (auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role"))
-        (*e)["role"] = role.getValue().str();
+      if (std::optional<ParamRole> role = getRole(func, arg.getArgNumber()))
+        (*e)["role"] = stringifyParamRole(*role).str();
     } else {
       (*e)["kind"] = "input";
       (*e)["index"] = inputIndex++;
@@ -418,7 +420,7 @@ LogicalResult kiln::exportPlan(ModuleOp module, llvm::StringRef funcName,
 
 static llvm::cl::opt<std::string>
     planFunction("plan-function", llvm::cl::desc("Function --export-plan writes"),
-                 llvm::cl::init("forward"));
+                 llvm::cl::init(kForwardFuncName.str()));
 
 void kiln::registerPlanExportTranslation() {
   TranslateFromMLIRRegistration reg(
@@ -429,12 +431,13 @@ void kiln::registerPlanExportTranslation() {
         if (!module)
           return op->emitError() << "--export-plan needs a module";
         ParamData params;
-        auto weights = module->getAttrOfType<StringAttr>("kiln.weights");
+        auto weights = module->getAttrOfType<StringAttr>(
+            KilnDialect::getWeightsAttrName());
         auto func = module.lookupSymbol<func::FuncOp>(planFunction);
         bool hasParams = false;
         if (func)
           for (unsigned i = 0; i < func.getNumArguments(); ++i)
-            hasParams |= bool(func.getArgAttr(i, "kiln.param"));
+            hasParams |= isParam(func, i);
         if (hasParams) {
           if (!weights)
             return module.emitError() << "module has parameters but no "

@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
 
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -92,7 +93,7 @@ LogicalResult LaunchOp::verify() {
     auto arg = dyn_cast<BlockArgument>(v);
     auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
                     : func::FuncOp();
-    if (!func || !func.getArgAttr(arg.getArgNumber(), "kiln.param"))
+    if (!func || !kiln::isParam(func, arg.getArgNumber()))
       return emitOpError() << "output of kernel '" << getKernel()
                            << "' must be a krt.alloc buffer or a parameter";
   }

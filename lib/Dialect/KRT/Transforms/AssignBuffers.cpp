@@ -206,7 +206,8 @@ LogicalResult KilnAssignBuffersPass::assign(func::FuncOp func) {
   for (Buffer &b : buffers)
     for (AllocOp a : b.allocs)
       a.setOffsetAttr(builder.getI64IntegerAttr(b.offset));
-  func->setAttr("krt.arena_bytes", builder.getI64IntegerAttr(arena));
+  func->setAttr(KRTDialect::getArenaBytesAttrName(),
+                builder.getI64IntegerAttr(arena));
   if (printStatistics)
     llvm::errs() << "kiln-assign-buffers: @" << func.getSymName()
                  << " peak-bytes " << arena << " naive-bytes " << naive

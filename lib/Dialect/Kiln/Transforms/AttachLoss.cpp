@@ -15,6 +15,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::LossKind;
 
 namespace {
 
@@ -30,7 +31,7 @@ struct AttachLossPass
 
   void runOnOperation() override {
     ModuleOp m = getOperation();
-    auto f = m.lookupSymbol<func::FuncOp>("forward");
+    auto f = m.lookupSymbol<func::FuncOp>(kiln::kForwardFuncName);
     if (!f || f.isExternal()) {
       m.emitError("--kiln-attach-loss: the module has no @forward function");
       return signalPassFailure();
@@ -66,7 +67,7 @@ struct AttachLossPass
     Value lossValue;
     int keepIndex = -1; // the output that became the loss (dropped from the rest)
 
-    if (loss == "output") {
+    if (loss == LossKind::Output) {
       auto idx = findOutput(f, lossOutput, "--loss-output");
       if (failed(idx))
         return failure();
@@ -81,23 +82,24 @@ struct AttachLossPass
                                     RankedTensorType::get({}, t.getElementType()), v);
       lossValue = v;
       keepIndex = *idx;
-    } else if (loss == "cross-entropy" || loss == "mse") {
+    } else {
       auto idx = findOutput(f, logits, "--logits");
       if (failed(idx))
         return failure();
       Value out = results[*idx];
       auto t = cast<RankedTensorType>(out.getType());
       if (!isa<FloatType>(t.getElementType()) || t.getRank() < 1)
-        return f.emitError() << "--loss " << loss << ": output '"
-                             << resultName(f, *idx) << "' has type " << t
-                             << "; it needs floating-point values of rank >= 1";
+        return f.emitError()
+               << "--loss " << kiln::stringifyLossKind(loss) << ": output '"
+               << resultName(f, *idx) << "' has type " << t
+               << "; it needs floating-point values of rank >= 1";
       for (unsigned i = 0; i < f.getNumArguments(); ++i)
         if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
           if (n.getValue() == labels)
             return f.emitError() << "--labels: the model already has an input or "
                                     "parameter named '" << labels << "'";
       Type labelType;
-      if (loss == "cross-entropy") {
+      if (loss == LossKind::CrossEntropy) {
         if (t.getRank() < 2)
           return f.emitError() << "--loss cross-entropy: output '"
                                << resultName(f, *idx) << "' has type " << t
@@ -108,31 +110,29 @@ struct AttachLossPass
         labelType = t;
       }
       unsigned pos = 0;
-      while (pos < f.getNumArguments() && !f.getArgAttr(pos, "kiln.param"))
+      while (pos < f.getNumArguments() && !kiln::isParam(f, pos))
         ++pos;
       NamedAttrList attrs;
       attrs.set("onnx.name", StringAttr::get(ctx, labels));
-      attrs.set("kiln.labels", UnitAttr::get(ctx));
+      attrs.set(kiln::KilnDialect::getLabelsAttrName(), UnitAttr::get(ctx));
       if (failed(f.insertArgument(pos, labelType, attrs.getDictionary(ctx),
                                   f.getLoc())))
         return failure();
       Value lab = f.getArgument(pos);
       Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
-      if (loss == "cross-entropy")
+      if (loss == LossKind::CrossEntropy)
         lossValue = kiln::SoftmaxCrossEntropyOp::create(
             b, loc, out, lab, Value(), b.getStringAttr("mean"), IntegerAttr(),
             b.getI64IntegerAttr(t.getRank() - 1));
       else
-        lossValue = kiln::MseLossOp::create(b, loc, out, lab, b.getStringAttr("mean"));
-    } else {
-      return f.emitError() << "--loss: unknown loss '" << loss
-                           << "' (expected cross-entropy, mse or output)";
+        lossValue =
+            kiln::MseLossOp::create(b, loc, out, lab, b.getStringAttr("mean"));
     }
 
     SmallVector<Value> newResults = {lossValue};
     NamedAttrList lossAttrs;
     lossAttrs.set("onnx.name", StringAttr::get(ctx, "loss"));
-    lossAttrs.set("kiln.loss", UnitAttr::get(ctx));
+    lossAttrs.set(kiln::KilnDialect::getLossAttrName(), UnitAttr::get(ctx));
     SmallVector<DictionaryAttr> newAttrs = {lossAttrs.getDictionary(ctx)};
     for (unsigned i = 0; i < results.size(); ++i) {
       if ((int)i == keepIndex)

@@ -15,6 +15,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::OptimizerKind;
 
 namespace {
 
@@ -30,16 +31,10 @@ struct AttachOptimizerPass
 
   void runOnOperation() override {
     ModuleOp m = getOperation();
-    auto f = m.lookupSymbol<func::FuncOp>("train_step");
+    auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
     if (!f || f.isExternal()) {
       m.emitError("--kiln-attach-optimizer: the module has no @train_step; run "
                   "--kiln-autodiff first");
-      return signalPassFailure();
-    }
-    if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adam" &&
-        optimizer != "adamw") {
-      m.emitError() << "--optimizer: unknown optimizer '" << optimizer
-                    << "' (expected sgd, momentum, adam or adamw)";
       return signalPassFailure();
     }
     if (failed(attach(f)))
@@ -60,15 +55,15 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
   SmallVector<std::pair<unsigned, Value>> grads;
   SmallVector<std::pair<Value, DictionaryAttr>> kept;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    auto g = resAttrs[i] ? resAttrs[i].getAs<IntegerAttr>("kiln.grad_of") : nullptr;
-    if (g)
-      grads.push_back({(unsigned)g.getInt(), ret.getOperand(i)});
+    if (auto g = kiln::getGradOf(resAttrs[i]))
+      grads.push_back({*g, ret.getOperand(i)});
     else
       kept.push_back({ret.getOperand(i), resAttrs[i]});
   }
   if (grads.empty())
     return f.emitError("@train_step has no gradients to apply");
-  if (kept.empty() || !kept[0].second || !kept[0].second.get("kiln.loss"))
+  if (kept.empty() || !kept[0].second ||
+      !kept[0].second.get(kiln::KilnDialect::getLossAttrName()))
     return f.emitError("@train_step's result 0 is not the loss");
 
   auto name = [&](unsigned i) {
@@ -78,11 +73,9 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
   auto addArg = [&](Type t, StringRef argName, bool state) {
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, argName));
-    if (state) {
-      a.set("kiln.param", UnitAttr::get(ctx));
-      a.set("kiln.role", StringAttr::get(ctx, "optimizer"));
-      a.set("kiln.init", StringAttr::get(ctx, "zeros"));
-    }
+    if (state)
+      kiln::addParamAttrs(ctx, a, kiln::ParamRole::Optimizer,
+                          kiln::ParamInit::Zeros);
     unsigned at = f.getNumArguments();
     (void)f.insertArgument(at, t, a.getDictionary(ctx), loc);
     return f.getArgument(at);
@@ -98,18 +91,18 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
   for (auto [i, g] : grads) {
     Slot s{i, g, {}};
     Type t = f.getArgument(i).getType();
-    if (optimizer == "momentum")
+    if (optimizer == OptimizerKind::Momentum)
       s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true));
-    if (optimizer == "adam" || optimizer == "adamw") {
+    if (optimizer == OptimizerKind::Adam || optimizer == OptimizerKind::AdamW) {
       s.state.push_back(addArg(t, name(i) + "/exp_avg", true));
       s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true));
     }
     slots.push_back(s);
   }
   Type f32 = Float32Type::get(ctx);
-  Value lr = addArg(RankedTensorType::get({}, f32), "kiln.lr", false);
+  Value lr = addArg(RankedTensorType::get({}, f32), kiln::kLrInputName, false);
   Value step = addArg(RankedTensorType::get({}, IntegerType::get(ctx, 64)),
-                      "kiln.step", false);
+                      kiln::kStepInputName, false);
 
   OpBuilder b(ret);
   // Global L2 norm of all gradients.
@@ -151,7 +144,9 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     }
   }
 
-  double wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+  double wd = weightDecay >= 0
+                  ? weightDecay
+                  : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
   SmallVector<Value> results = {kept[0].first, normOut};
   SmallVector<DictionaryAttr> attrs = {kept[0].second};
   {
@@ -163,18 +158,18 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     results.push_back(v);
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, name(arg)));
-    a.set("kiln.update", b.getI64IntegerAttr(arg));
+    a.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(arg));
     attrs.push_back(a.getDictionary(ctx));
   };
   auto f32Attr = [&](double x) { return b.getF32FloatAttr(x); };
   for (auto &s : slots) {
     Value p = f.getArgument(s.param);
     Location ploc = NameLoc::get(StringAttr::get(ctx, name(s.param) + "/update"));
-    if (optimizer == "sgd") {
+    if (optimizer == OptimizerKind::SGD) {
       update(kiln::SgdUpdateOp::create(b, ploc, p.getType(), p, s.grad, lr,
                                        f32Attr(wd)),
              s.param);
-    } else if (optimizer == "momentum") {
+    } else if (optimizer == OptimizerKind::Momentum) {
       auto u = kiln::MomentumUpdateOp::create(
           b, ploc, TypeRange{p.getType(), p.getType()}, p, s.grad, s.state[0], lr,
           f32Attr(momentum), f32Attr(wd), b.getBoolAttr(nesterov));
@@ -184,7 +179,8 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
       auto u = kiln::AdamUpdateOp::create(
           b, ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, s.grad,
           s.state[0], s.state[1], lr, step, f32Attr(beta1), f32Attr(beta2),
-          f32Attr(eps), f32Attr(wd), b.getBoolAttr(optimizer == "adamw"));
+          f32Attr(eps), f32Attr(wd),
+          b.getBoolAttr(optimizer == OptimizerKind::AdamW));
       update(u.getNewParam(), s.param);
       update(u.getNewM(), cast<BlockArgument>(s.state[0]).getArgNumber());
       update(u.getNewV(), cast<BlockArgument>(s.state[1]).getArgNumber());
@@ -201,7 +197,7 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     types.push_back(v.getType());
   f.setType(FunctionType::get(ctx, f.getArgumentTypes(), types));
   f.setAllResultAttrs(attrs);
-  f->setAttr("kiln.optimizer", StringAttr::get(ctx, optimizer));
+  kiln::setOptimizer(f, optimizer);
   return success();
 }
 

@@ -21,6 +21,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::ParamRole;
 
 namespace {
 
@@ -40,17 +41,13 @@ struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {
 
   void runOnOperation() override {
     ModuleOp m = getOperation();
-    auto f = m.lookupSymbol<func::FuncOp>("forward");
+    auto f = m.lookupSymbol<func::FuncOp>(kiln::kForwardFuncName);
     if (!f || f.isExternal()) {
       m.emitError("--kiln-autodiff: the module has no @forward function");
       return signalPassFailure();
     }
-    if (m.lookupSymbol("train_step")) {
+    if (m.lookupSymbol(kiln::kTrainStepFuncName)) {
       m.emitError("--kiln-autodiff: the module already has a @train_step");
-      return signalPassFailure();
-    }
-    if (bnRunningVar != "unbiased" && bnRunningVar != "biased") {
-      m.emitError("--kiln-autodiff: bn-running-var must be unbiased or biased");
       return signalPassFailure();
     }
     if (failed(differentiate(f)))
@@ -62,7 +59,7 @@ struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {
 
 LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   MLIRContext *ctx = forward.getContext();
-  if (forward.getNumResults() < 1 || !forward.getResultAttr(0, "kiln.loss"))
+  if (forward.getNumResults() < 1 || !kiln::isLoss(forward, 0))
     return forward.emitError("@forward's result 0 is not a loss; run "
                              "--kiln-attach-loss first");
   auto lossType = dyn_cast<RankedTensorType>(forward.getResultTypes()[0]);
@@ -80,7 +77,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
 
   // Work on a copy named @train_step; @forward stays for evaluation.
   auto f = cast<func::FuncOp>(forward->clone());
-  f.setName("train_step");
+  f.setName(kiln::kTrainStepFuncName);
   ModuleOp(forward->getParentOp()).insert(std::next(Block::iterator(forward)), f);
   Block &body = f.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -100,12 +97,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   SmallVector<unsigned> trainable;
   llvm::DenseSet<Value> active;
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    if (!f.getArgAttr(i, "kiln.param"))
+    if (!kiln::isParam(f, i))
       continue;
     BlockArgument a = f.getArgument(i);
     bool frozen = !isFloatTensor(a.getType()) || !useful.count(a) ||
                   (!freeze.empty() && freezeRe.match(argName(f, i)));
-    f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, frozen ? "frozen" : "weight"));
+    kiln::setRole(f, i, frozen ? ParamRole::Frozen : ParamRole::Weight);
     if (!frozen) {
       trainable.push_back(i);
       active.insert(a);
@@ -137,7 +134,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   {
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, "loss"));
-    a.set("kiln.loss", UnitAttr::get(ctx));
+    a.set(kiln::KilnDialect::getLossAttrName(), UnitAttr::get(ctx));
     attrs.push_back(a.getDictionary(ctx));
   }
   // A parameter that reaches the loss only through operands without a
@@ -145,7 +142,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   llvm::erase_if(trainable, [&](unsigned i) {
     if (grads.lookup(f.getArgument(i)))
       return false;
-    f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, "frozen"));
+    kiln::setRole(f, i, ParamRole::Frozen);
     return true;
   });
   if (trainable.empty())
@@ -155,7 +152,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     results.push_back(g);
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, argName(f, i) + "/grad"));
-    a.set("kiln.grad_of", b.getI64IntegerAttr(i));
+    a.set(kiln::KilnDialect::getGradOfAttrName(), b.getI64IntegerAttr(i));
     attrs.push_back(a.getDictionary(ctx));
   }
   llvm::DenseSet<unsigned> updated;
@@ -164,12 +161,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     if (!s)
       continue;
     if (auto bn = dyn_cast<kiln::BatchNormTrainOp>(op))
-      bn.setUnbiasedRunningVar(bnRunningVar == "unbiased");
+      bn.setUnbiasedRunningVar(bnRunningVar == kiln::BNRunningVar::Unbiased);
     SmallVector<std::pair<unsigned, unsigned>> ups;
     s.getStateUpdates(ups);
     for (auto [o, r] : ups) {
       auto arg = dyn_cast<BlockArgument>(op->getOperand(o));
-      if (!arg || !f.getArgAttr(arg.getArgNumber(), "kiln.param"))
+      if (!arg || !kiln::isParam(f, arg.getArgNumber()))
         continue; // state computed in the graph: nothing persists
       unsigned i = arg.getArgNumber();
       if (!updated.insert(i).second)
@@ -178,11 +175,11 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
       if (llvm::is_contained(trainable, i))
         return op->emitOpError("updates parameter '")
                << argName(f, i) << "', which is also trained";
-      f.setArgAttr(i, "kiln.role", StringAttr::get(ctx, "state"));
+      kiln::setRole(f, i, ParamRole::State);
       results.push_back(op->getResult(r));
       NamedAttrList a;
       a.set("onnx.name", StringAttr::get(ctx, argName(f, i)));
-      a.set("kiln.update", b.getI64IntegerAttr(i));
+      a.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(i));
       attrs.push_back(a.getDictionary(ctx));
     }
   }

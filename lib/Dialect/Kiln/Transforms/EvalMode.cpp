@@ -18,7 +18,7 @@ using namespace mlir;
 namespace {
 struct EvalModePass : public kiln::impl::KilnEvalModePassBase<EvalModePass> {
   void runOnOperation() override {
-    auto f = getOperation().lookupSymbol<func::FuncOp>("forward");
+    auto f = getOperation().lookupSymbol<func::FuncOp>(kiln::kForwardFuncName);
     if (!f)
       return;
     SmallVector<Operation *> dead;

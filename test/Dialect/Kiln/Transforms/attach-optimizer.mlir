@@ -31,7 +31,7 @@
 // SGD-NOT: kiln.init
 // SGD: kiln.sgd_update %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
 
-// BAD: --optimizer: unknown optimizer 'lion' (expected sgd, momentum, adam or adamw)
+// BAD: for the --optimizer option: unknown optimizer 'lion' (expected sgd, momentum, adam or adamw)
 func.func @train_step(%w: tensor<4x2xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"},
                       %x: tensor<3x4xf32> {onnx.name = "x"})
     -> (tensor<f32> {kiln.loss, onnx.name = "loss"}, tensor<4x2xf32> {kiln.grad_of = 0 : i64}) {

@@ -25,6 +25,13 @@ def KRT_Dialect : Dialect {
     distributed and CUDA runtimes; the CPU plan (version 1) has one stream and
     no collectives.
   }];
+  let extraClassDeclaration = [{
+    /// Function: the bytes of the arena --kiln-assign-buffers laid the
+    /// function's buffers out in (i64), which the plan records.
+    static constexpr ::llvm::StringLiteral getArenaBytesAttrName() {
+      return ::llvm::StringLiteral("krt.arena_bytes");
+    }
+  }];
 }
 
 class KRT_Op<string mnemonic, list<Trait> traits = []>

@@ -21,6 +21,54 @@ def Kiln_Dialect : Dialect {
     differentiation and sharding) are op interfaces.
   }];
   let hasConstantMaterializer = 1;
+
+  // The discardable `kiln.*` attributes the training contract puts on
+  // functions, their arguments and results (docs/Training.md). Each name is
+  // a constant below, KilnAttributes.h reads and writes them with their
+  // types, and the verifier (KilnAttrs.cpp) refuses a wrong type or value, or
+  // an unknown `kiln.*` name, with one line naming the attribute.
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Argument: the value is a model parameter (written into the plan with
+    /// its data), not a per-step input. Unit.
+    static constexpr ::llvm::StringLiteral getParamAttrName() {
+      return ::llvm::StringLiteral("kiln.param");
+    }
+    /// Argument of a parameter: its ParamRole as a string ("weight", ...).
+    static constexpr ::llvm::StringLiteral getRoleAttrName() {
+      return ::llvm::StringLiteral("kiln.role");
+    }
+    /// Argument of a parameter: its ParamInit as a string ("zeros").
+    static constexpr ::llvm::StringLiteral getInitAttrName() {
+      return ::llvm::StringLiteral("kiln.init");
+    }
+    /// Argument: the labels input an appended loss added. Unit.
+    static constexpr ::llvm::StringLiteral getLabelsAttrName() {
+      return ::llvm::StringLiteral("kiln.labels");
+    }
+    /// Result: the scalar loss (result 0 of @forward and @train_step). Unit.
+    static constexpr ::llvm::StringLiteral getLossAttrName() {
+      return ::llvm::StringLiteral("kiln.loss");
+    }
+    /// Result: the gradient of the parameter argument it names. i64.
+    static constexpr ::llvm::StringLiteral getGradOfAttrName() {
+      return ::llvm::StringLiteral("kiln.grad_of");
+    }
+    /// Result: the new value of the parameter argument it names. i64.
+    static constexpr ::llvm::StringLiteral getUpdateAttrName() {
+      return ::llvm::StringLiteral("kiln.update");
+    }
+    /// Function: the OptimizerKind @train_step applies, as a string.
+    static constexpr ::llvm::StringLiteral getOptimizerAttrName() {
+      return ::llvm::StringLiteral("kiln.optimizer");
+    }
+    /// Module: the path of the ONNX model the parameters' values come from.
+    static constexpr ::llvm::StringLiteral getWeightsAttrName() {
+      return ::llvm::StringLiteral("kiln.weights");
+    }
+  }];
 }
 
 class Kiln_Op<string mnemonic, list<Trait> traits = []>

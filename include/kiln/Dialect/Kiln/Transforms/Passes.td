@@ -6,6 +6,7 @@
 #ifndef KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD
 #define KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD
 
+include "kiln/Dialect/Kiln/IR/KilnEnums.td"
 include "mlir/Pass/PassBase.td"
 
 def KilnAttachLossPass : Pass<"kiln-attach-loss", "mlir::ModuleOp"> {
@@ -25,8 +26,8 @@ def KilnAttachLossPass : Pass<"kiln-attach-loss", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"loss", "loss", "std::string", "\"cross-entropy\"",
-           "cross-entropy, mse or output">,
+    Kiln_EnumOption<"loss", "loss", Kiln_LossKind, "CrossEntropy",
+                    "The loss to minimise">,
     Option<"logits", "logits", "std::string", "\"\"",
            "The output the appended loss reads (default: the only output)">,
     Option<"labels", "labels", "std::string", "\"labels\"",
@@ -59,8 +60,10 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let options = [
     Option<"freeze", "freeze", "std::string", "\"\"",
            "Parameters whose name matches this regex are not trained">,
-    Option<"bnRunningVar", "bn-running-var", "std::string", "\"unbiased\"",
-           "unbiased (PyTorch) or biased (ONNX's reference)">,
+    Kiln_EnumOption<"bnRunningVar", "bn-running-var", Kiln_BNRunningVar,
+                    "Unbiased",
+                    "BatchNorm's running variance: unbiased (PyTorch) or " #
+                    "biased (ONNX's reference)">,
   ];
 }
 
@@ -77,8 +80,8 @@ def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
     the update op's new parameter (and state) values, tagged `kiln.update`.
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
-           "sgd, momentum, adam or adamw">,
+    Kiln_EnumOption<"optimizer", "optimizer", Kiln_OptimizerKind, "SGD",
+                    "The update rule">,
     Option<"momentum", "momentum", "double", "0.9", "momentum factor">,
     Option<"nesterov", "nesterov", "bool", "false", "Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", "-1.0",

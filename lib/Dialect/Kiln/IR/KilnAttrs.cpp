@@ -1,0 +1,185 @@
+//===- KilnAttrs.cpp - the kiln.* attributes' verifier ----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// The dialect verifier of the discardable `kiln.*` attributes (their names
+// are KilnDialect's constants, KilnDialect.td), the enums of KilnEnums.td and
+// their command-line parser.
+//
+// The training passes, the lowering and the plan writer hand these
+// attributes to each other; the plan writer copies `kiln.role` into the plan,
+// where the runtime refuses an unknown role only at load time. Verifying them
+// here turns a typo in hand-written IR or a producer bug into a one-line
+// error naming the attribute, at the pass that made it, and lets the typed
+// accessors of KilnAttributes.h trust what they read.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace kiln;
+
+#include "kiln/Dialect/Kiln/IR/KilnEnums.cpp.inc"
+
+namespace {
+
+/// "a, b or c", for error messages.
+std::string orList(ArrayRef<StringRef> names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0)
+      out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i].str();
+  }
+  return out;
+}
+
+/// The names enum E accepts. The cases of every KilnEnums.td enum are
+/// numbered from 0 without gaps.
+template <typename E> std::string enumNames() {
+  SmallVector<StringRef> names;
+  for (uint32_t i = 0;; ++i) {
+    StringRef s = stringifyEnum(static_cast<E>(i));
+    if (s.empty())
+      break;
+    names.push_back(s);
+  }
+  return orList(names);
+}
+
+/// Checks that `attr` is a string naming a case of E.
+template <typename E>
+LogicalResult verifyEnumString(Operation *op, NamedAttribute attr) {
+  auto s = dyn_cast<StringAttr>(attr.getValue());
+  if (s && symbolizeEnum<E>(s.getValue()))
+    return success();
+  return op->emitError() << attr.getName().getValue() << " must be one of "
+                         << enumNames<E>() << ", got " << attr.getValue();
+}
+
+LogicalResult verifyUnit(Operation *op, NamedAttribute attr) {
+  if (isa<UnitAttr>(attr.getValue()))
+    return success();
+  return op->emitError() << attr.getName().getValue()
+                         << " is a unit attribute, got " << attr.getValue();
+}
+
+/// `kiln.grad_of` / `kiln.update` on a result: an integer naming an argument
+/// of the same function that is a parameter.
+LogicalResult verifyArgIndex(Operation *op, NamedAttribute attr) {
+  auto f = dyn_cast<FunctionOpInterface>(op);
+  auto i = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!i || !i.getType().isSignlessInteger(64))
+    return op->emitError() << attr.getName().getValue()
+                           << " must be an i64 argument number, got "
+                           << attr.getValue();
+  if (!f)
+    return op->emitError() << attr.getName().getValue()
+                           << " belongs on a function result";
+  int64_t n = f.getNumArguments();
+  if (i.getInt() < 0 || i.getInt() >= n)
+    return op->emitError() << attr.getName().getValue() << " = " << i.getInt()
+                           << " is not an argument number (the function has "
+                           << n << " arguments)";
+  if (!isParam(f, i.getInt()))
+    return op->emitError() << attr.getName().getValue() << " = " << i.getInt()
+                           << " names an argument that is not a "
+                           << KilnDialect::getParamAttrName();
+  return success();
+}
+
+} // namespace
+
+LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getParamAttrName() || name == getLabelsAttrName())
+    return verifyUnit(op, attr);
+  if (name == getRoleAttrName() || name == getInitAttrName()) {
+    if (failed(name == getRoleAttrName()
+                   ? verifyEnumString<ParamRole>(op, attr)
+                   : verifyEnumString<ParamInit>(op, attr)))
+      return failure();
+    // Only a parameter has a role or an initialiser: the plan writer reads
+    // them on parameters alone.
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!f || regionIndex != 0 || !isParam(f, argIndex))
+      return op->emitError() << name << " on argument " << argIndex
+                             << ", which is not a " << getParamAttrName();
+    return success();
+  }
+  return op->emitError() << "unknown kiln argument attribute '" << name << "'";
+}
+
+LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getLossAttrName())
+    return verifyUnit(op, attr);
+  if (name == getGradOfAttrName() || name == getUpdateAttrName())
+    return verifyArgIndex(op, attr);
+  return op->emitError() << "unknown kiln result attribute '" << name << "'";
+}
+
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getOptimizerAttrName()) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << name << " belongs on a function";
+    return verifyEnumString<OptimizerKind>(op, attr);
+  }
+  if (name == getWeightsAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on a module";
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << name << " must be a string (the model's path), "
+                             << "got " << attr.getValue();
+    return success();
+  }
+  return op->emitError() << "unknown kiln attribute '" << name << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// Enum pass options
+//===----------------------------------------------------------------------===//
+
+std::string
+kiln::detail::unknownEnumValue(const llvm::cl::generic_parser_base &parser,
+                               const llvm::cl::Option &option,
+                               StringRef value) {
+  SmallVector<StringRef> names;
+  for (unsigned i = 0, e = parser.getNumOptions(); i < e; ++i)
+    names.push_back(parser.getOption(i));
+  return ("unknown " + option.ArgStr + " '" + value + "' (expected " +
+          orList(names) + ")")
+      .str();
+}
+
+// llvm::cl::parser's matching, with kiln::detail::unknownEnumValue's message
+// (see KilnEnums.h).
+#define KILN_ENUM_OPTION_PARSER(E)                                             \
+  template <>                                                                  \
+  bool llvm::cl::parser<E>::parse(Option &option, StringRef argName,           \
+                                  StringRef arg, E &value) {                   \
+    StringRef name = Owner.hasArgStr() ? arg : argName;                        \
+    for (const OptionInfo &info : Values)                                      \
+      if (info.Name == name) {                                                 \
+        value = info.V.getValue();                                             \
+        return false;                                                          \
+      }                                                                        \
+    return option.error(kiln::detail::unknownEnumValue(*this, option, name));  \
+  }
+
+KILN_ENUM_OPTION_PARSER(ParamRole)
+KILN_ENUM_OPTION_PARSER(ParamInit)
+KILN_ENUM_OPTION_PARSER(LossKind)
+KILN_ENUM_OPTION_PARSER(OptimizerKind)
+KILN_ENUM_OPTION_PARSER(BNRunningVar)
+KILN_ENUM_OPTION_PARSER(TargetKind)
+KILN_ENUM_OPTION_PARSER(LRSchedule)
