@@ -12,7 +12,7 @@
 //
 // Compiles the model (import, convert, lower, assign buffers, plan) in memory
 // and executes the plan with the CPU runtime. --onnx-test runs ONNX backend
-// test folders through lib/Tools/ONNXTestRunner.cpp.
+// test folders through lib/Tools/ONNXTest/ONNXTestRunner.cpp.
 //===----------------------------------------------------------------------===//
 #include "kiln/Tools/CommandLine.h"
 #include "kiln/Tools/ONNXTestRunner.h"
