@@ -1,7 +1,7 @@
 //===- kiln-compile.cpp - ONNX model to training executable -----*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-//   kiln-compile MODEL.onnx -o OUT [--target cpu|cuda] [--emit exe|mlir|plan]
+//   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
 //     [--batch-size N] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
@@ -19,8 +19,10 @@
 #include "kiln/runtime/TrainPayload.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h"
+#include "kiln/Tools/CommandLine.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -41,32 +43,195 @@ namespace {
   std::exit(1);
 }
 
-const char *kUsage =
-    "usage: kiln-compile MODEL.onnx -o OUT [--target cpu|cuda] [--emit exe|mlir|plan]\n"
-    "  --batch-size N            global batch (static shapes are compiled for it)\n"
-    "  --loss cross-entropy|mse|output\n"
-    "  --logits NAME             model output the appended loss reads (default: the only output)\n"
-    "  --labels NAME             name of the labels input an appended loss adds (default: labels)\n"
-    "  --loss-output NAME        with --loss output: the scalar model output to minimise\n"
-    "  --optimizer sgd|momentum|adam|adamw  --lr F  --momentum F  --nesterov\n"
-    "  --weight-decay F  --beta1 F  --beta2 F  --eps F  --freeze REGEX\n"
-    "  --clip-grad-norm F        global gradient-norm clipping\n"
-    "  --optimizer none          (with --emit plan) the plan outputs the loss and every gradient\n"
-    "  --lr-schedule constant|linear-warmup|cosine  --warmup-steps N  --total-steps N  --min-lr F\n"
-    "  --dim NAME=N              value of a symbolic dimension\n";
+//===----------------------------------------------------------------------===//
+// Flags (CONTRACT.md's kiln-compile)
+//===----------------------------------------------------------------------===//
 
-double parseFloat(const std::string &flag, const std::string &s) {
-  double v;
-  if (llvm::StringRef(s).getAsDouble(v) || !std::isfinite(v))
-    die("flag " + flag + " needs a number, got '" + s + "'");
-  return v;
-}
+namespace cl = llvm::cl;
+using tool::IntParser;
+using tool::IntRange;
+using tool::NumberParser;
 
-int64_t parseInt(const std::string &flag, const std::string &s) {
-  long long v;
-  if (llvm::StringRef(s).getAsInteger(10, v) || v < 0)
-    die("flag " + flag + " needs a non-negative integer, got '" + s + "'");
-  return v;
+/// The defaults the flags start from are the pipeline's own.
+const TrainCompileOptions kDefaults;
+
+cl::OptionCategory kilnCategory("kiln-compile options");
+
+cl::list<std::string> positional(cl::Positional, cl::desc("<MODEL.onnx>"),
+                                 cl::cat(kilnCategory));
+cl::opt<std::string> output("o",
+                            cl::desc("the training executable (or the file "
+                                     "--emit mlir|plan writes)"),
+                            cl::value_desc("OUT"), cl::cat(kilnCategory));
+cl::alias outputLong("output", cl::desc("alias for -o"), cl::aliasopt(output),
+                     cl::cat(kilnCategory));
+// Only what this build can target is advertised; --target cuda is refused
+// with its own message.
+cl::opt<std::string> target("target",
+                            cl::desc("what the executable runs on: cpu (cuda: "
+                                     "not built)"),
+                            cl::value_desc("cpu"), cl::init("cpu"),
+                            cl::cat(kilnCategory));
+cl::opt<std::string> emit("emit",
+                          cl::desc("exe (default), mlir (@train_step in kiln) "
+                                   "or plan (the @train_step plan)"),
+                          cl::value_desc("exe|mlir|plan"), cl::init("exe"),
+                          cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser> batchSize(
+    "batch-size",
+    cl::desc("global batch (static shapes are compiled for it)"),
+    cl::value_desc("N"),
+    IntRange{1, tool::kMaxDimFlag,
+             "a larger batch could overflow int64 tensor sizes"},
+    cl::cat(kilnCategory));
+cl::list<std::string> dims("dim", cl::desc("value of a symbolic dimension"),
+                           cl::value_desc("NAME=N"), cl::cat(kilnCategory));
+cl::opt<std::string> loss("loss", cl::desc("the loss to minimise"),
+                          cl::value_desc("cross-entropy|mse|output"),
+                          cl::init(kDefaults.loss), cl::cat(kilnCategory));
+cl::opt<std::string> logits("logits",
+                            cl::desc("model output the appended loss reads "
+                                     "(default: the only output)"),
+                            cl::value_desc("NAME"), cl::cat(kilnCategory));
+cl::opt<std::string> labels("labels",
+                            cl::desc("name of the labels input an appended "
+                                     "loss adds (default: labels)"),
+                            cl::value_desc("NAME"), cl::init(kDefaults.labels),
+                            cl::cat(kilnCategory));
+cl::opt<std::string> lossOutput("loss-output",
+                                cl::desc("with --loss output: the scalar model "
+                                         "output to minimise"),
+                                cl::value_desc("NAME"), cl::cat(kilnCategory));
+cl::opt<std::string>
+    optimizer("optimizer",
+              cl::desc("the update; none (with --emit plan or mlir): the plan "
+                       "outputs the loss and every gradient"),
+              cl::value_desc("sgd|momentum|adam|adamw|none"),
+              cl::init(kDefaults.optimizer), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    lr("lr",
+       cl::desc("learning rate (default: 0.01 for sgd and momentum, 0.001 for "
+                "adam and adamw)"),
+       cl::value_desc("F"), cl::init(kDefaults.lr), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> momentum("momentum",
+                                              cl::desc("momentum factor"),
+                                              cl::value_desc("F"),
+                                              cl::init(kDefaults.momentum),
+                                              cl::cat(kilnCategory));
+cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum"),
+                       cl::init(kDefaults.nesterov), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    weightDecay("weight-decay", cl::desc("weight decay (as torch.optim)"),
+                cl::value_desc("F"), cl::init(kDefaults.weightDecay),
+                cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> beta1("beta1", cl::desc("Adam's beta1"),
+                                           cl::value_desc("F"),
+                                           cl::init(kDefaults.beta1),
+                                           cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> beta2("beta2", cl::desc("Adam's beta2"),
+                                           cl::value_desc("F"),
+                                           cl::init(kDefaults.beta2),
+                                           cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> eps("eps", cl::desc("Adam's epsilon"),
+                                         cl::value_desc("F"),
+                                         cl::init(kDefaults.eps),
+                                         cl::cat(kilnCategory));
+cl::opt<std::string> freeze("freeze",
+                            cl::desc("parameters whose names match are not "
+                                     "trained"),
+                            cl::value_desc("REGEX"), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    clipGradNorm("clip-grad-norm", cl::desc("global gradient-norm clipping"),
+                 cl::value_desc("F"), cl::init(kDefaults.clipNorm),
+                 cl::cat(kilnCategory));
+cl::opt<std::string> lrSchedule("lr-schedule",
+                                cl::desc("learning-rate schedule"),
+                                cl::value_desc("constant|linear-warmup|cosine"),
+                                cl::init(kDefaults.schedule),
+                                cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    warmupSteps("warmup-steps", cl::desc("linear warm-up steps"),
+                cl::value_desc("N"), cl::init(kDefaults.warmupSteps),
+                cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    totalSteps("total-steps", cl::desc("steps of the cosine schedule"),
+               cl::value_desc("N"), cl::init(kDefaults.totalSteps),
+               cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> minLr("min-lr",
+                                           cl::desc("the schedules' floor"),
+                                           cl::value_desc("F"),
+                                           cl::init(kDefaults.minLr),
+                                           cl::cat(kilnCategory));
+cl::opt<std::string>
+    bnRunningVar("bn-running-var",
+                 cl::desc("BatchNorm running variance: unbiased (as PyTorch) "
+                          "or biased"),
+                 cl::value_desc("unbiased|biased"),
+                 cl::init(kDefaults.bnRunningVar), cl::cat(kilnCategory));
+
+/// Parses and checks the command line; every error exits with one line.
+void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
+               std::string &model, std::string &out, std::string &emitKind) {
+  tool::parseCommandLine(argc, argv, "kiln-compile", kilnCategory,
+                         "Kiln: compile an ONNX model into an executable "
+                         "that trains it\n");
+  if (batchSize.getNumOccurrences())
+    opts.import.batchSize = batchSize;
+  for (const std::string &d : dims) {
+    auto [name, value] = tool::splitNameValue("--dim", d, "NAME=N");
+    opts.import.dimValues[name] =
+        tool::parseInt("--dim", value, 0, tool::kMaxDimFlag);
+  }
+  opts.loss = loss;
+  opts.logits = logits;
+  opts.labels = labels;
+  opts.lossOutput = lossOutput;
+  opts.optimizer = optimizer;
+  opts.lr = lr;
+  opts.momentum = momentum;
+  opts.nesterov = nesterov;
+  opts.weightDecay = weightDecay;
+  opts.beta1 = beta1;
+  opts.beta2 = beta2;
+  opts.eps = eps;
+  opts.freeze = freeze;
+  opts.clipNorm = clipGradNorm;
+  opts.schedule = lrSchedule;
+  opts.warmupSteps = warmupSteps;
+  opts.totalSteps = totalSteps;
+  opts.minLr = minLr;
+  opts.bnRunningVar = bnRunningVar;
+  emitKind = emit;
+  out = output;
+
+  if (positional.empty())
+    die("no model given (usage: kiln-compile MODEL.onnx -o OUT)");
+  if (positional.size() > 1)
+    die("unexpected argument '" + positional[1] + "' (one model per run)");
+  model = positional[0];
+  if (out.empty())
+    die("no output given: pass -o OUT");
+  if (target == "cuda")
+    die("--target cuda: this build has no CUDA runtime (cpu only)");
+  if (target != "cpu")
+    die("--target must be cpu or cuda, got '" + target + "'");
+  if (emitKind != "exe" && emitKind != "mlir" && emitKind != "plan")
+    die("--emit must be exe, mlir or plan, got '" + emitKind + "'");
+  if (!symbolizeLossKind(opts.loss))
+    die("--loss must be cross-entropy, mse or output, got '" + opts.loss + "'");
+  if (opts.loss == "output" && opts.lossOutput.empty())
+    die("--loss output needs --loss-output NAME (the scalar model output to minimise)");
+  if (opts.optimizer == "none" && emitKind == "exe")
+    die("--optimizer none (gradients as plan outputs) needs --emit plan or mlir");
+  if (!symbolizeOptimizerKind(opts.optimizer) && opts.optimizer != "none")
+    die("--optimizer must be sgd, momentum, adam or adamw, got '" + opts.optimizer + "'");
+  if (!symbolizeLRSchedule(opts.schedule))
+    die("--lr-schedule must be constant, linear-warmup or cosine, got '" +
+        opts.schedule + "'");
+  if (lr.getNumOccurrences() && opts.lr <= 0)
+    die("--lr must be positive");
+  if (!symbolizeBNRunningVar(opts.bnRunningVar))
+    die("--bn-running-var must be unbiased or biased");
 }
 
 std::string findRuntime() {
@@ -103,115 +268,8 @@ void writeAtomically(const std::string &path, const std::string &bytes,
 
 int main(int argc, char **argv) {
   TrainCompileOptions opts;
-  std::string model, out, emit = "exe", target = "cpu";
-  bool lrGiven = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string flag = a, inlineValue;
-    bool hasInline = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      flag = a.substr(0, a.find('='));
-      inlineValue = a.substr(a.find('=') + 1);
-      hasInline = true;
-    }
-    auto get = [&]() -> std::string {
-      if (hasInline)
-        return inlineValue;
-      if (i + 1 >= argc)
-        die("flag " + flag + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      llvm::outs() << kUsage;
-      return 0;
-    } else if (flag == "-o" || flag == "--output") {
-      out = get();
-    } else if (flag == "--target") {
-      target = get();
-    } else if (flag == "--emit") {
-      emit = get();
-    } else if (flag == "--batch-size") {
-      opts.import.batchSize = parseInt(flag, get());
-      if (opts.import.batchSize == 0)
-        die("--batch-size must be at least 1");
-    } else if (flag == "--dim") {
-      std::string d = get();
-      size_t eq = d.find('=');
-      if (eq == std::string::npos || eq == 0)
-        die("--dim needs NAME=N, got '" + d + "'");
-      opts.import.dimValues[d.substr(0, eq)] = parseInt("--dim", d.substr(eq + 1));
-    } else if (flag == "--loss") {
-      opts.loss = get();
-    } else if (flag == "--logits") {
-      opts.logits = get();
-    } else if (flag == "--labels") {
-      opts.labels = get();
-    } else if (flag == "--loss-output") {
-      opts.lossOutput = get();
-    } else if (flag == "--optimizer") {
-      opts.optimizer = get();
-    } else if (flag == "--lr") {
-      opts.lr = parseFloat(flag, get());
-      lrGiven = true;
-    } else if (flag == "--momentum") {
-      opts.momentum = parseFloat(flag, get());
-    } else if (flag == "--nesterov") {
-      opts.nesterov = true;
-    } else if (flag == "--weight-decay") {
-      opts.weightDecay = parseFloat(flag, get());
-    } else if (flag == "--beta1") {
-      opts.beta1 = parseFloat(flag, get());
-    } else if (flag == "--beta2") {
-      opts.beta2 = parseFloat(flag, get());
-    } else if (flag == "--eps") {
-      opts.eps = parseFloat(flag, get());
-    } else if (flag == "--freeze") {
-      opts.freeze = get();
-    } else if (flag == "--clip-grad-norm") {
-      opts.clipNorm = parseFloat(flag, get());
-    } else if (flag == "--lr-schedule") {
-      opts.schedule = get();
-    } else if (flag == "--warmup-steps") {
-      opts.warmupSteps = parseInt(flag, get());
-    } else if (flag == "--total-steps") {
-      opts.totalSteps = parseInt(flag, get());
-    } else if (flag == "--min-lr") {
-      opts.minLr = parseFloat(flag, get());
-    } else if (flag == "--bn-running-var") {
-      opts.bnRunningVar = get();
-    } else if (a.rfind("-", 0) == 0) {
-      die("unknown flag '" + a + "' (see --help)");
-    } else if (model.empty()) {
-      model = a;
-    } else {
-      die("unexpected argument '" + a + "' (one model per run)");
-    }
-  }
-  if (model.empty())
-    die("no model given (usage: kiln-compile MODEL.onnx -o OUT)");
-  if (out.empty())
-    die("no output given: pass -o OUT");
-  if (target != "cpu" && target != "cuda")
-    die("--target must be cpu or cuda, got '" + target + "'");
-  if (target == "cuda")
-    die("--target cuda: this build has no CUDA runtime (see docs/Architecture.md)");
-  if (emit != "exe" && emit != "mlir" && emit != "plan")
-    die("--emit must be exe, mlir or plan, got '" + emit + "'");
-  if (!symbolizeLossKind(opts.loss))
-    die("--loss must be cross-entropy, mse or output, got '" + opts.loss + "'");
-  if (opts.loss == "output" && opts.lossOutput.empty())
-    die("--loss output needs --loss-output NAME (the scalar model output to minimise)");
-  if (opts.optimizer == "none" && emit == "exe")
-    die("--optimizer none (gradients as plan outputs) needs --emit plan or mlir");
-  if (!symbolizeOptimizerKind(opts.optimizer) && opts.optimizer != "none")
-    die("--optimizer must be sgd, momentum, adam or adamw, got '" + opts.optimizer + "'");
-  if (!symbolizeLRSchedule(opts.schedule))
-    die("--lr-schedule must be constant, linear-warmup or cosine, got '" +
-        opts.schedule + "'");
-  if (lrGiven && opts.lr <= 0)
-    die("--lr must be positive");
-  if (!symbolizeBNRunningVar(opts.bnRunningVar))
-    die("--bn-running-var must be unbiased or biased");
+  std::string model, out, emit;
+  parseArgs(argc, argv, opts, model, out, emit);
   if (!llvm::sys::fs::exists(model))
     die(model + ": no such file");
 
