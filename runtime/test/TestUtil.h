@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <sys/stat.h>
@@ -185,6 +186,16 @@ inline std::unique_ptr<Kernel> build(RegisterFn reg, const std::string &name,
   for (const TensorDesc &d : ins)
     p.push_back(&d);
   return build(reg, name, p, outs, attrs);
+}
+
+/// Braced pointer lists ({&x, &y}) come here: without this overload they
+/// would also match the vector<TensorDesc> one through its iterator-pair
+/// constructor.
+inline std::unique_ptr<Kernel> build(RegisterFn reg, const std::string &name,
+                                     std::initializer_list<const TensorDesc *> ins,
+                                     const std::vector<TensorDesc> &outs,
+                                     const json &attrs = json::object()) {
+  return build(reg, name, std::vector<const TensorDesc *>(ins), outs, attrs);
 }
 
 /// Builds and runs once (null inputs: absent); returns the outputs.

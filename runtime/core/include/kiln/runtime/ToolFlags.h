@@ -54,9 +54,10 @@ inline int64_t parseBoundedInt(const std::string &flag, const std::string &v,
   if (ok && n > max)
     throw FlagError(flag + " is at most " + std::to_string(max) + ", got '" +
                     v + "'");
-  std::string what = min == 1   ? "a positive integer"
-                     : min == 0 ? "a non-negative integer"
-                                : "an integer of at least " + std::to_string(min);
+  std::string what = min == 1 ? "a positive integer"
+                     : min == 0
+                         ? "a non-negative integer"
+                         : "an integer of at least " + std::to_string(min);
   throw FlagError(flag + " needs " + what + ", got '" + v + "'");
 }
 
@@ -83,7 +84,8 @@ public:
 
   /// A flag with a value; the last one given wins.
   FlagParser &text(const std::string &name, std::string &dst) {
-    app_.add_option(name, dst)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app_.add_option(name, dst)->multi_option_policy(
+        CLI::MultiOptionPolicy::TakeLast);
     return *this;
   }
 
