@@ -2,23 +2,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Readers check every size and offset against the file before touching data;
-// writers go through PATH.tmp, fsync and rename so that a crash never leaves
+// writers go through writeFileAtomic (FileIO.h) so that a crash never leaves
 // a half-written file under the real name. Every message names the file.
 //===----------------------------------------------------------------------===//
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Kernel.h"
 #include "kiln/runtime/Runtime.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
 #include <string_view>
-#include <unistd.h>
 
 namespace kiln::rt {
 
@@ -33,63 +30,18 @@ constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 60;
   throw Error(file + ": " + msg);
 }
 
-std::string readWholeFile(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    fail(path, std::strerror(errno));
-  errno = 0;
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    bytes.append(buf, n);
-  int bad = std::ferror(f) ? (errno ? errno : EIO) : 0;
-  std::fclose(f);
-  if (bad)
-    fail(path, std::string("read error: ") + std::strerror(bad));
+std::string readFileOrThrow(const std::string &path) {
+  std::string bytes, err;
+  if (!readWholeFile(path, bytes, err))
+    throw Error(err);
   return bytes;
 }
 
-/// Writes `parts` to path.tmp, fsyncs and renames it to `path`.
-void writeAtomic(const std::string &path,
-                 const std::vector<std::string_view> &parts) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    fail(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
-  auto bail = [&](const char *what) {
-    std::string msg = std::string(what) + ": " + std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, msg);
-  };
-  for (std::string_view part : parts) {
-    const char *p = part.data();
-    size_t left = part.size();
-    while (left > 0) {
-      ssize_t w = ::write(fd, p, left);
-      if (w < 0) {
-        if (errno == EINTR)
-          continue;
-        bail("write error");
-      }
-      p += w;
-      left -= (size_t)w;
-    }
-  }
-  if (::fsync(fd) != 0)
-    bail("fsync failed");
-  if (::close(fd) != 0) {
-    std::string msg = std::string("close failed: ") + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    fail(path, msg);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = std::string("cannot rename ") + tmp + ": " +
-                      std::strerror(errno);
-    ::unlink(tmp.c_str());
-    fail(path, msg);
-  }
+void writeAtomicOrThrow(const std::string &path,
+                        const std::vector<std::string_view> &parts) {
+  std::string err;
+  if (!writeFileAtomic(path, parts, err))
+    throw Error(err);
 }
 
 /// numel * elemSize of `shape` without overflow; false when too large.
@@ -471,7 +423,7 @@ bool asIndex(const json &v, uint64_t &out) {
 
 void readSafetensorsImpl(const std::string &file,
                          std::vector<std::pair<std::string, HostTensor>> &out) {
-  std::string bytes = readWholeFile(file);
+  std::string bytes = readFileOrThrow(file);
   const uint8_t *p = reinterpret_cast<const uint8_t *>(bytes.data());
   if (bytes.size() < 8)
     fail(file, "truncated header");
@@ -607,7 +559,7 @@ void writeSafetensorsImpl(
     if (kv.second->bytes())
       parts.emplace_back(static_cast<const char *>(kv.second->data()),
                          kv.second->bytes());
-  writeAtomic(file, parts);
+  writeAtomicOrThrow(file, parts);
 }
 
 void writeNpyImpl(const std::string &file, const HostTensor &t) {
@@ -647,8 +599,9 @@ void writeNpyImpl(const std::string &file, const HostTensor &t) {
   for (size_t i = 0; i < (v2 ? 4u : 2u); ++i)
     head.push_back(char((n >> (8 * i)) & 0xff));
   head += dict;
-  writeAtomic(file, {head, std::string_view(static_cast<const char *>(t.data()),
-                                            t.bytes())});
+  writeAtomicOrThrow(
+      file, {head, std::string_view(static_cast<const char *>(t.data()),
+                                    t.bytes())});
 }
 
 template <typename F> bool guarded(const std::string &file, std::string &err, F f) {
@@ -696,7 +649,7 @@ bool parseNpy(const void *data, size_t size, const std::string &name,
 bool readTensorFile(const std::string &path, HostTensor &out,
                     std::string &err) noexcept {
   std::string bytes;
-  if (!guarded(path, err, [&] { bytes = readWholeFile(path); }))
+  if (!guarded(path, err, [&] { bytes = readFileOrThrow(path); }))
     return false;
   return readTensorBytes(bytes.data(), bytes.size(), path, out, err);
 }

@@ -8,39 +8,21 @@
 // (groups, depthwise, strides, dilations, asymmetric and ceil-mode pads) and
 // must agree; plus a hand-checked max_pool_grad and the malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-
-#include "kiln/runtime/Kernel.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <cmath>
 #include <random>
 
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 using nlohmann::json;
 
 namespace {
 
-int64_t numel(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
 std::unique_ptr<Kernel> makeGrad(const std::string &name,
                                  const std::vector<TensorDesc> &ins,
                                  const TensorDesc &out, const json &attrs) {
-  KernelRegistry r;
-  cpu::registerBackwardKernels(r);
-  KernelSpec spec;
-  spec.kernel = name;
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  spec.outputs.push_back(&out);
-  spec.attrs = Attrs(&attrs);
-  return (*r.find(name))(spec);
+  return build(cpu::registerBackwardKernels, name, ins, {out}, attrs);
 }
 
 /// Runs kernel `name` on `vals` (one vector per input, f32-representable)
@@ -50,32 +32,14 @@ std::vector<double> runGrad(const std::string &name, DType t,
                             const std::vector<std::vector<double>> &vals,
                             const std::vector<int64_t> &outShape,
                             const json &attrs) {
-  std::vector<TensorDesc> descs;
-  for (const auto &s : shapes)
-    descs.push_back(TensorDesc{t, s});
-  TensorDesc od{t, outShape};
-  auto k = makeGrad(name, descs, od, attrs);
   std::vector<HostTensor> ins;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    ins.emplace_back(descs[i]);
-    for (size_t j = 0; j < vals[i].size(); ++j) {
-      if (t == DType::F32)
-        ins.back().as<float>()[j] = (float)vals[i][j];
-      else
-        ins.back().as<double>()[j] = vals[i][j];
-    }
-  }
-  HostTensor out(od);
-  std::vector<const void *> in;
-  for (auto &h : ins)
-    in.push_back(h.data());
-  void *o = out.data();
-  ExecContext ctx;
-  k->run(ctx, in.data(), &o);
-  std::vector<double> r(out.numel());
-  for (size_t j = 0; j < r.size(); ++j)
-    r[j] = t == DType::F32 ? out.as<float>()[j] : out.as<double>()[j];
-  return r;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    ins.push_back(tensor(t, shapes[i], vals[i]));
+  std::vector<const HostTensor *> in;
+  for (const HostTensor &h : ins)
+    in.push_back(&h);
+  return valuesOf(run1(cpu::registerBackwardKernels, name, in,
+                       TensorDesc{t, outShape}, attrs));
 }
 
 std::vector<double> randomVals(std::mt19937 &rng, int64_t n) {
@@ -144,8 +108,8 @@ TEST(ConvGrad, DnnlMatchesDirect) {
   for (int it = 0; it < 60; ++it) {
     Geom g = randomConv(rng, 1 + it % 3);
     json a = convAttrs(g);
-    auto dy = randomVals(rng, numel(g.y)), w = randomVals(rng, numel(g.w)),
-         x = randomVals(rng, numel(g.x));
+    auto dy = randomVals(rng, numelOf(g.y)), w = randomVals(rng, numelOf(g.w)),
+         x = randomVals(rng, numelOf(g.x));
     SCOPED_TRACE("case " + std::to_string(it) + ": " + a.dump() + " x " +
                  json(g.x).dump() + " w " + json(g.w).dump());
     auto dx32 = runGrad("conv_input_grad", DType::F32, {g.y, g.w}, {dy, w}, g.x, a);
@@ -168,8 +132,8 @@ TEST(ConvGrad, LargeThreaded) {
   g.dil = {1, 1};
   g.pads = {1, 1, 1, 1};
   json a = convAttrs(g);
-  auto dy = randomVals(rng, numel(g.y)), w = randomVals(rng, numel(g.w)),
-       x = randomVals(rng, numel(g.x));
+  auto dy = randomVals(rng, numelOf(g.y)), w = randomVals(rng, numelOf(g.w)),
+       x = randomVals(rng, numelOf(g.x));
   EXPECT_LT(relErr(runGrad("conv_input_grad", DType::F32, {g.y, g.w}, {dy, w}, g.x, a),
                    runGrad("conv_input_grad", DType::F64, {g.y, g.w}, {dy, w}, g.x, a)),
             1e-5);
@@ -223,7 +187,7 @@ TEST(PoolGrad, DnnlMatchesDirect) {
     Geom g = randomPool(rng, 1 + it % 3, it % 2 == 1, cp);
     json a = {{"kernel", g.w}, {"strides", g.strides}, {"dilations", g.dil},
               {"padding", g.pads}};
-    auto dy = randomVals(rng, numel(g.y)), x = randomVals(rng, numel(g.x));
+    auto dy = randomVals(rng, numelOf(g.y)), x = randomVals(rng, numelOf(g.x));
     SCOPED_TRACE("case " + std::to_string(it) + ": " + a.dump() + " x " +
                  json(g.x).dump());
     EXPECT_LT(relErr(runGrad("max_pool_grad", DType::F32, {g.y, g.x}, {dy, x}, g.x, a),

@@ -6,70 +6,21 @@
 // float type against double-precision reference loops (the transposed one
 // in ONNX's scatter formulation), a hand-checked case, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-
-#include "kiln/runtime/Kernel.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <cmath>
 #include <random>
 
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 using nlohmann::json;
 
 namespace {
 
-HostTensor makeTensor(DType t, std::vector<int64_t> shape,
-                      std::vector<double> &vals) {
-  HostTensor h(TensorDesc{t, std::move(shape)});
-  for (size_t i = 0; i < vals.size(); ++i) {
-    switch (t) {
-    case DType::F32: h.as<float>()[i] = (float)vals[i]; vals[i] = h.as<float>()[i]; break;
-    case DType::F64: h.as<double>()[i] = vals[i]; break;
-    case DType::F16:
-      h.as<uint16_t>()[i] = floatToHalf((float)vals[i]);
-      vals[i] = halfToFloat(h.as<uint16_t>()[i]);
-      break;
-    case DType::BF16:
-      h.as<uint16_t>()[i] = floatToBf16((float)vals[i]);
-      vals[i] = bf16ToFloat(h.as<uint16_t>()[i]);
-      break;
-    default: ADD_FAILURE() << "type"; break;
-    }
-  }
-  return h;
-}
-
-double valueAt(const HostTensor &h, size_t i) {
-  switch (h.dtype()) {
-  case DType::F32: return h.as<float>()[i];
-  case DType::F64: return h.as<double>()[i];
-  case DType::F16: return halfToFloat(h.as<uint16_t>()[i]);
-  case DType::BF16: return bf16ToFloat(h.as<uint16_t>()[i]);
-  default: return NAN;
-  }
-}
-
-int64_t numel(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
 std::unique_ptr<Kernel> makeKernel(const std::string &name,
                                    const std::vector<TensorDesc> &ins,
                                    const TensorDesc &out, const json &attrs) {
-  KernelRegistry r;
-  cpu::registerConvKernels(r);
-  KernelSpec spec;
-  spec.kernel = name;
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  spec.outputs.push_back(&out);
-  spec.attrs = Attrs(&attrs);
-  return (*r.find(name))(spec);
+  return build(cpu::registerConvKernels, name, ins, {out}, attrs);
 }
 
 struct ConvCase {
@@ -86,16 +37,6 @@ int64_t flat(const std::vector<int64_t> &shape, const std::vector<int64_t> &idx)
   return f;
 }
 
-/// Advances a multi-index over `shape`; false after the last one.
-bool next(std::vector<int64_t> &idx, const std::vector<int64_t> &shape) {
-  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
-    if (++idx[i] < shape[i])
-      return true;
-    idx[i] = 0;
-  }
-  return false;
-}
-
 /// Forward convolution, direct gather definition.
 std::vector<double> refConv(const ConvCase &c, const std::vector<double> &x,
                             const std::vector<double> &w,
@@ -105,7 +46,7 @@ std::vector<double> refConv(const ConvCase &c, const std::vector<double> &x,
   for (size_t i = 0; i < nsp; ++i)
     os.push_back((c.x[i + 2] + c.padding[i] + c.padding[i + nsp] -
                   c.dilations[i] * (c.w[i + 2] - 1) - 1) / c.strides[i] + 1);
-  std::vector<double> y(numel(os), 0.0);
+  std::vector<double> y(numelOf(os), 0.0);
   int64_t cpg = c.x[1] / c.groups, opg = c.w[0] / c.groups;
   std::vector<int64_t> ksh(c.w.begin() + 2, c.w.end());
   std::vector<int64_t> oi(os.size(), 0);
@@ -127,10 +68,10 @@ std::vector<double> refConv(const ConvCase &c, const std::vector<double> &x,
         std::vector<int64_t> wi = {oc, ic};
         wi.insert(wi.end(), ki.begin(), ki.end());
         acc += x[flat(c.x, xi)] * w[flat(c.w, wi)];
-      } while (next(ki, ksh));
+      } while (nextIndex(ki, ksh));
     }
     y[flat(os, oi)] = acc;
-  } while (next(oi, os));
+  } while (nextIndex(oi, os));
   return y;
 }
 
@@ -144,7 +85,7 @@ std::vector<double> refConvTranspose(const ConvCase &c, const std::vector<double
     os.push_back(c.strides[i] * (c.x[i + 2] - 1) + c.outPad[i] +
                  (c.w[i + 2] - 1) * c.dilations[i] + 1 - c.padding[i] -
                  c.padding[i + nsp]);
-  std::vector<double> y(numel(os), 0.0);
+  std::vector<double> y(numelOf(os), 0.0);
   int64_t cpg = c.x[1] / c.groups, opg = c.w[1];
   std::vector<int64_t> ksh(c.w.begin() + 2, c.w.end());
   std::vector<int64_t> xi(c.x.size(), 0);
@@ -165,9 +106,9 @@ std::vector<double> refConvTranspose(const ConvCase &c, const std::vector<double
         std::vector<int64_t> wi = {ic, ocg};
         wi.insert(wi.end(), ki.begin(), ki.end());
         y[flat(os, yi)] += x[flat(c.x, xi)] * w[flat(c.w, wi)];
-      } while (next(ki, ksh));
+      } while (nextIndex(ki, ksh));
     }
-  } while (next(xi, c.x));
+  } while (nextIndex(xi, c.x));
   return y;
 }
 
@@ -183,7 +124,7 @@ double tolerance(DType t, int64_t terms) {
 void checkCase(const std::string &name, DType t, const ConvCase &c,
                std::mt19937 &rng) {
   std::uniform_real_distribution<double> dist(-1, 1);
-  std::vector<double> xv(numel(c.x)), wv(numel(c.w));
+  std::vector<double> xv(numelOf(c.x)), wv(numelOf(c.w));
   for (double &v : xv)
     v = dist(rng);
   for (double &v : wv)
@@ -203,8 +144,8 @@ void checkCase(const std::string &name, DType t, const ConvCase &c,
   const void *in[] = {xh.data(), wh.data()};
   void *out[] = {oh.data()};
   ExecContext ctx;
-  int64_t terms = tr ? numel(c.w) / (c.w[0] * c.w[1]) * (c.x[1] / c.groups)
-                     : numel(c.w) / c.w[0];
+  int64_t terms = tr ? numelOf(c.w) / (c.w[0] * c.w[1]) * (c.x[1] / c.groups)
+                     : numelOf(c.w) / c.w[0];
   double tol = tolerance(t, terms);
   for (int rep = 0; rep < 2; ++rep) {
     k->run(ctx, in, out);

@@ -6,10 +6,7 @@
 // edge cases (division by zero, INT_MIN / -1, wrapping, pow), cast between
 // every pair of types, 0-size and rank-0 tensors, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-#include "Loops.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <cmath>
 #include <functional>
@@ -17,160 +14,12 @@
 
 namespace {
 
-#define REGISTER(r) kiln::rt::cpu::registerElementwiseKernels(r)
 using nlohmann::json;
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 namespace L = kiln::rt::cpu::loops;
 
-double getV(const HostTensor &h, int64_t i) {
-  return L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return (double)L::load(h.as<T>(), i);
-  });
-}
-
-void setV(HostTensor &h, int64_t i, double v) {
-  L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    L::store(h.as<T>(), i, L::castValue<T>(v));
-    return 0;
-  });
-}
-
-/// A tensor of `v` converted to `t` (by the cast rules).
-HostTensor tensor(DType t, const std::vector<int64_t> &shape,
-                  const std::vector<double> &v) {
-  HostTensor h(TensorDesc{t, shape});
-  EXPECT_EQ(h.numel(), (int64_t)v.size());
-  for (int64_t i = 0; i < h.numel() && i < (int64_t)v.size(); ++i)
-    setV(h, i, v[i]);
-  return h;
-}
-
-std::vector<double> values(const HostTensor &h) {
-  std::vector<double> v(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i)
-    v[i] = getV(h, i);
-  return v;
-}
-
-/// What storing `v` in `t` and loading it back gives.
-double rounded(DType t, double v) {
-  HostTensor h(TensorDesc{t, {}});
-  setV(h, 0, v);
-  return getV(h, 0);
-}
-
-std::unique_ptr<Kernel> build(const std::string &name,
-                              const std::vector<TensorDesc> &ins,
-                              const std::vector<TensorDesc> &outs,
-                              const json &attrs = json::object()) {
-  KernelRegistry r;
-  REGISTER(r);
-  const KernelFactory *f = r.find(name);
-  if (!f)
-    throw Error("no kernel " + name);
-  KernelSpec spec;
-  spec.kernel = name;
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  for (const TensorDesc &d : outs)
-    spec.outputs.push_back(&d);
-  spec.attrs = Attrs(&attrs);
-  return (*f)(spec);
-}
-
-HostTensor run1(const std::string &name, const std::vector<const HostTensor *> &ins,
-                const TensorDesc &out, const json &attrs = json::object()) {
-  std::vector<TensorDesc> descs;
-  std::vector<const void *> ptrs;
-  for (const HostTensor *h : ins) {
-    descs.push_back(h->desc());
-    ptrs.push_back(h->data());
-  }
-  auto k = build(name, descs, {out}, attrs);
-  HostTensor res(out);
-  void *o = res.data();
-  ExecContext ctx;
-  k->run(ctx, ptrs.data(), &o);
-  return res;
-}
-
-void expectClose(const std::vector<double> &got, const std::vector<double> &want,
-                 double tol, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    double g = got[i], w = want[i];
-    bool ok = (std::isnan(w) && std::isnan(g)) || g == w ||
-              std::fabs(g - w) <= tol * (std::fabs(w) + 1e-3);
-    if (!ok) {
-      ++bad;
-      ADD_FAILURE() << what << ": element " << i << " is " << g << ", want " << w;
-    }
-  }
-}
-
-double tolOf(DType t) {
-  switch (t) {
-  case DType::F64: return 1e-12;
-  case DType::F32: return 2e-6;
-  case DType::F16: return 2e-3;
-  case DType::BF16: return 1.6e-2;
-  default: return 0;
-  }
-}
-
-const std::vector<DType> kFloats = {DType::F32, DType::F64, DType::F16,
-                                    DType::BF16};
-const std::vector<DType> kAll = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                 DType::I64, DType::I32, DType::I16, DType::I8,
-                                 DType::U64, DType::U32, DType::U16, DType::U8,
-                                 DType::Bool};
-
-int64_t numelOf(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-/// Coordinates of linear index i in shape s.
-std::vector<int64_t> coords(int64_t i, const std::vector<int64_t> &s) {
-  std::vector<int64_t> c(s.size());
-  for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
-    c[d] = s[d] ? i % s[d] : 0;
-    i = s[d] ? i / s[d] : 0;
-  }
-  return c;
-}
-
-int64_t linear(const std::vector<int64_t> &c, const std::vector<int64_t> &s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d)
-    i = i * s[d] + c[d];
-  return i;
-}
-
-std::vector<double> randomVals(std::mt19937 &rng, int64_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = d(rng);
-  return v;
-}
-
-template <typename F> void expectError(F &&f, const std::string &substr) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error; expected one containing '" << substr << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(substr), std::string::npos)
-        << "message: " << e.what();
-  }
-}
-
-TensorDesc desc(DType t, std::vector<int64_t> s) { return TensorDesc{t, std::move(s)}; }
+const RegisterFn kReg = cpu::registerElementwiseKernels;
 
 std::vector<int64_t> bshape(const std::vector<int64_t> &a,
                             const std::vector<int64_t> &b) {
@@ -220,7 +69,7 @@ void randomPair(std::mt19937 &rng, std::vector<int64_t> &a, std::vector<int64_t>
 TEST(Elementwise, UnaryHandChecked) {
   auto x = tensor(DType::F32, {6}, {-2, -0.5, 0, 0.5, 2, 30});
   auto r = [&](const char *n, json a = json::object()) {
-    return values(run1(n, {&x}, x.desc(), a));
+    return valuesOf(run1(kReg, n, {&x}, x.desc(), a));
   };
   expectClose(r("relu"), {0, 0, 0, 0.5, 2, 30}, 0, "relu");
   expectClose(r("neg"), {2, 0.5, 0, -0.5, -2, -30}, 0, "neg");
@@ -246,32 +95,32 @@ TEST(Elementwise, UnaryHandChecked) {
   expectClose(r("floor"), {-2, -1, 0, 0, 2, 30}, 0, "floor");
   expectClose(r("ceil"), {-2, -0, 0, 1, 2, 30}, 0, "ceil");
   auto b = tensor(DType::Bool, {3}, {1, 0, 1});
-  expectClose(values(run1("not", {&b}, b.desc())), {0, 1, 0}, 0, "not");
+  expectClose(valuesOf(run1(kReg, "not", {&b}, b.desc())), {0, 1, 0}, 0, "not");
   // NaN: relu and sign keep it.
   auto n = tensor(DType::F32, {1}, {NAN});
-  EXPECT_TRUE(std::isnan(values(run1("relu", {&n}, n.desc()))[0]));
-  EXPECT_TRUE(std::isnan(values(run1("sign", {&n}, n.desc()))[0]));
+  EXPECT_TRUE(std::isnan(valuesOf(run1(kReg, "relu", {&n}, n.desc()))[0]));
+  EXPECT_TRUE(std::isnan(valuesOf(run1(kReg, "sign", {&n}, n.desc()))[0]));
 }
 
 TEST(Elementwise, UnaryIntegers) {
   HostTensor x(desc(DType::I32, {4}));
   int32_t *p = x.as<int32_t>();
   p[0] = INT32_MIN, p[1] = -5, p[2] = 0, p[3] = 7;
-  auto a = run1("abs", {&x}, x.desc());
+  auto a = run1(kReg, "abs", {&x}, x.desc());
   EXPECT_EQ(a.as<int32_t>()[0], INT32_MIN); // wraps
   EXPECT_EQ(a.as<int32_t>()[1], 5);
-  auto ng = run1("neg", {&x}, x.desc());
+  auto ng = run1(kReg, "neg", {&x}, x.desc());
   EXPECT_EQ(ng.as<int32_t>()[0], INT32_MIN);
   EXPECT_EQ(ng.as<int32_t>()[3], -7);
-  auto s = run1("sign", {&x}, x.desc());
-  EXPECT_EQ(values(s), (std::vector<double>{-1, -1, 0, 1}));
+  auto s = run1(kReg, "sign", {&x}, x.desc());
+  EXPECT_EQ(valuesOf(s), (std::vector<double>{-1, -1, 0, 1}));
   for (DType t : {DType::I64, DType::I16, DType::I8, DType::U8, DType::U64}) {
     auto y = tensor(t, {3}, {0, 3, 9});
-    EXPECT_EQ(values(run1("abs", {&y}, y.desc())), (std::vector<double>{0, 3, 9}));
-    EXPECT_EQ(values(run1("sign", {&y}, y.desc())), (std::vector<double>{0, 1, 1}));
+    EXPECT_EQ(valuesOf(run1(kReg, "abs", {&y}, y.desc())), (std::vector<double>{0, 3, 9}));
+    EXPECT_EQ(valuesOf(run1(kReg, "sign", {&y}, y.desc())), (std::vector<double>{0, 1, 1}));
   }
   auto u = tensor(DType::U8, {2}, {1, 200});
-  EXPECT_EQ(values(run1("neg", {&u}, u.desc())), (std::vector<double>{255, 56}));
+  EXPECT_EQ(valuesOf(run1(kReg, "neg", {&u}, u.desc())), (std::vector<double>{255, 56}));
 }
 
 struct UnaryRef {
@@ -305,12 +154,12 @@ TEST(Elementwise, UnaryRandomAgainstReference) {
       for (int64_t n : {0, 1, 17, 70000}) {
         std::vector<double> v = randomVals(rng, n, op.lo, op.hi);
         HostTensor x = tensor(t, {n}, v);
-        std::vector<double> xv = values(x), want(n);
+        std::vector<double> xv = valuesOf(x), want(n);
         for (int64_t i = 0; i < n; ++i)
           want[i] = rounded(t, op.f(xv[i]));
         // One rounding of the result in t plus the compute type's error.
         double tol = t == DType::F64 ? 1e-12 : (t == DType::F32 ? 1e-6 : tolOf(t));
-        expectClose(values(run1(op.name, {&x}, x.desc())), want, tol,
+        expectClose(valuesOf(run1(kReg, op.name, {&x}, x.desc())), want, tol,
                     std::string(op.name) + " " + dtypeName(t) + " n=" +
                         std::to_string(n));
       }
@@ -355,12 +204,12 @@ void checkBinary(const BinRef &op, DType t, const std::vector<int64_t> &sa,
   HostTensor a = tensor(t, sa, gen(numelOf(sa))), b = tensor(t, sb, gen(numelOf(sb)));
   if (std::string(op.name) == "pow") { // keep it exact-ish: small exponents
     for (int64_t i = 0; i < b.numel(); ++i)
-      setV(b, i, isInt ? std::fabs(std::fmod(getV(b, i), 4)) : getV(b, i) / 2);
+      setValue(b, i, isInt ? std::fabs(std::fmod(valueAt(b, i), 4)) : valueAt(b, i) / 2);
     for (int64_t i = 0; i < a.numel(); ++i)
       if (!isInt)
-        setV(a, i, std::fabs(getV(a, i)) + 0.1);
+        setValue(a, i, std::fabs(valueAt(a, i)) + 0.1);
   }
-  std::vector<double> av = values(a), bv = values(b);
+  std::vector<double> av = valuesOf(a), bv = valuesOf(b);
   int64_t n = numelOf(so);
   std::vector<double> want(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -369,9 +218,9 @@ void checkBinary(const BinRef &op, DType t, const std::vector<int64_t> &sa,
     want[i] = compare ? r : (isInt ? wrapped(t, r) : rounded(t, r));
   }
   TensorDesc od{compare ? DType::Bool : t, so};
-  HostTensor y = run1(op.name, {&a, &b}, od);
+  HostTensor y = run1(kReg, op.name, {&a, &b}, od);
   double tol = isInt || compare ? 0 : (t == DType::F64 ? 1e-12 : (t == DType::F32 ? 1e-6 : tolOf(t)));
-  expectClose(values(y), want, tol,
+  expectClose(valuesOf(y), want, tol,
               std::string(op.name) + " " + dtypeName(t) + " " + L::shapeStr(sa) +
                   " " + L::shapeStr(sb));
 }
@@ -427,48 +276,48 @@ TEST(Elementwise, IntegerEdgeCases) {
   int32_t bv[5] = {2, 2, -1, 0, -3};
   std::copy(av, av + 5, pa);
   std::copy(bv, bv + 5, pb);
-  auto d = run1("div", {&a, &b}, a.desc());
+  auto d = run1(kReg, "div", {&a, &b}, a.desc());
   EXPECT_EQ(std::vector<int32_t>(d.as<int32_t>(), d.as<int32_t>() + 5),
             (std::vector<int32_t>{3, -3, INT32_MIN, 0, -1}));
-  auto s = run1("add", {&a, &b}, a.desc());
+  auto s = run1(kReg, "add", {&a, &b}, a.desc());
   EXPECT_EQ(s.as<int32_t>()[2], INT32_MAX); // INT32_MIN + -1 wraps
-  auto m = run1("mul", {&a, &a}, a.desc());
+  auto m = run1(kReg, "mul", {&a, &a}, a.desc());
   EXPECT_EQ(m.as<int32_t>()[3], 1); // INT32_MAX^2 wraps to 1
   // pow, as ONNX test_pow_types_int32_int32: [1,2,3]^[4,5,6]
   auto x = tensor(DType::I32, {3}, {1, 2, 3}), y = tensor(DType::I32, {3}, {4, 5, 6});
-  EXPECT_EQ(values(run1("pow", {&x, &y}, x.desc())), (std::vector<double>{1, 32, 729}));
+  EXPECT_EQ(valuesOf(run1(kReg, "pow", {&x, &y}, x.desc())), (std::vector<double>{1, 32, 729}));
   auto x64 = tensor(DType::I64, {4}, {2, -1, 1, 3}),
        e64 = tensor(DType::I64, {4}, {-1, -3, -5, 0});
-  EXPECT_EQ(values(run1("pow", {&x64, &e64}, x64.desc())),
+  EXPECT_EQ(valuesOf(run1(kReg, "pow", {&x64, &e64}, x64.desc())),
             (std::vector<double>{0, -1, 1, 1}));
   auto u = tensor(DType::U8, {2}, {200, 3}), v = tensor(DType::U8, {2}, {100, 0});
-  EXPECT_EQ(values(run1("add", {&u, &v}, u.desc())), (std::vector<double>{44, 3}));
-  EXPECT_EQ(values(run1("sub", {&v, &u}, u.desc())), (std::vector<double>{156, 253}));
-  EXPECT_EQ(values(run1("div", {&u, &v}, u.desc())), (std::vector<double>{2, 0}));
+  EXPECT_EQ(valuesOf(run1(kReg, "add", {&u, &v}, u.desc())), (std::vector<double>{44, 3}));
+  EXPECT_EQ(valuesOf(run1(kReg, "sub", {&v, &u}, u.desc())), (std::vector<double>{156, 253}));
+  EXPECT_EQ(valuesOf(run1(kReg, "div", {&u, &v}, u.desc())), (std::vector<double>{2, 0}));
   auto w = tensor(DType::U16, {1}, {65535});
-  EXPECT_EQ(values(run1("mul", {&w, &w}, w.desc())), (std::vector<double>{1}));
+  EXPECT_EQ(valuesOf(run1(kReg, "mul", {&w, &w}, w.desc())), (std::vector<double>{1}));
 }
 
 TEST(Elementwise, FloatSpecials) {
   auto a = tensor(DType::F32, {3}, {NAN, 1, -1}), b = tensor(DType::F32, {3}, {1, NAN, 0});
-  auto mx = values(run1("max", {&a, &b}, a.desc()));
+  auto mx = valuesOf(run1(kReg, "max", {&a, &b}, a.desc()));
   EXPECT_TRUE(std::isnan(mx[0]) && std::isnan(mx[1]));
-  auto mn = values(run1("min", {&a, &b}, a.desc()));
+  auto mn = valuesOf(run1(kReg, "min", {&a, &b}, a.desc()));
   EXPECT_TRUE(std::isnan(mn[0]) && std::isnan(mn[1]));
   EXPECT_EQ(mn[2], -1);
-  auto dv = values(run1("div", {&a, &b}, a.desc()));
+  auto dv = valuesOf(run1(kReg, "div", {&a, &b}, a.desc()));
   EXPECT_EQ(dv[2], -INFINITY);
-  auto eq = values(run1("equal", {&a, &a}, desc(DType::Bool, {3})));
+  auto eq = valuesOf(run1(kReg, "equal", {&a, &a}, desc(DType::Bool, {3})));
   EXPECT_EQ(eq, (std::vector<double>{0, 1, 1}));
 }
 
 TEST(Elementwise, Logical) {
   auto a = tensor(DType::Bool, {2, 2}, {0, 0, 1, 1}), b = tensor(DType::Bool, {2}, {0, 1});
   TensorDesc o = desc(DType::Bool, {2, 2});
-  EXPECT_EQ(values(run1("and", {&a, &b}, o)), (std::vector<double>{0, 0, 0, 1}));
-  EXPECT_EQ(values(run1("or", {&a, &b}, o)), (std::vector<double>{0, 1, 1, 1}));
-  EXPECT_EQ(values(run1("xor", {&a, &b}, o)), (std::vector<double>{0, 1, 1, 0}));
-  EXPECT_EQ(values(run1("equal", {&a, &b}, o)), (std::vector<double>{1, 0, 0, 1}));
+  EXPECT_EQ(valuesOf(run1(kReg, "and", {&a, &b}, o)), (std::vector<double>{0, 0, 0, 1}));
+  EXPECT_EQ(valuesOf(run1(kReg, "or", {&a, &b}, o)), (std::vector<double>{0, 1, 1, 1}));
+  EXPECT_EQ(valuesOf(run1(kReg, "xor", {&a, &b}, o)), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(valuesOf(run1(kReg, "equal", {&a, &b}, o)), (std::vector<double>{1, 0, 0, 1}));
 }
 
 TEST(Elementwise, SelectRandomBroadcast) {
@@ -489,25 +338,25 @@ TEST(Elementwise, SelectRandomBroadcast) {
     DType t = kAll[iter % kAll.size()];
     auto c = tensor(DType::Bool, s0, randomVals(rng, numelOf(s0), 0, 1));
     for (int64_t i = 0; i < c.numel(); ++i)
-      setV(c, i, rng() % 2);
+      setValue(c, i, rng() % 2);
     auto x = tensor(t, s1, randomVals(rng, numelOf(s1), 0, 100));
     auto y = tensor(t, s2, randomVals(rng, numelOf(s2), 0, 100));
-    auto cv = values(c), xv = values(x), yv = values(y);
+    auto cv = valuesOf(c), xv = valuesOf(x), yv = valuesOf(y);
     std::vector<double> want(numelOf(so));
     for (int64_t i = 0; i < (int64_t)want.size(); ++i) {
       auto co = coords(i, so);
       want[i] = cv[bindex(co, s0)] ? xv[bindex(co, s1)] : yv[bindex(co, s2)];
     }
-    expectClose(values(run1("select", {&c, &x, &y}, desc(t, so))), want, 0,
+    expectClose(valuesOf(run1(kReg, "select", {&c, &x, &y}, desc(t, so))), want, 0,
                 std::string("select ") + dtypeName(t) + " " + L::shapeStr(so));
   }
   // Threaded.
   auto c = tensor(DType::Bool, {1, 50000}, std::vector<double>(50000, 0));
   for (int64_t i = 0; i < 50000; i += 3)
-    setV(c, i, 1);
+    setValue(c, i, 1);
   auto x = tensor(DType::F32, {2, 50000}, std::vector<double>(100000, 1.5));
   auto y = tensor(DType::F32, {}, {-2});
-  auto r = values(run1("select", {&c, &x, &y}, desc(DType::F32, {2, 50000})));
+  auto r = valuesOf(run1(kReg, "select", {&c, &x, &y}, desc(DType::F32, {2, 50000})));
   for (int64_t i = 0; i < 100000; ++i)
     ASSERT_EQ(r[i], (i % 50000) % 3 == 0 ? 1.5 : -2) << i;
 }
@@ -518,21 +367,21 @@ TEST(Elementwise, InPlace) {
            {{7, 9}, {9}}, {{50000}, {50000}}, {{3, 40000}, {3, 1}}}) {
     auto a = tensor(DType::F32, sa, randomVals(rng, numelOf(sa), -1, 1));
     auto b = tensor(DType::F32, sb, randomVals(rng, numelOf(sb), -1, 1));
-    HostTensor want = run1("mul", {&a, &b}, a.desc());
-    auto k = build("mul", {a.desc(), b.desc()}, {a.desc()});
+    HostTensor want = run1(kReg, "mul", {&a, &b}, a.desc());
+    auto k = build(kReg, "mul", {a.desc(), b.desc()}, {a.desc()});
     const void *in[2] = {a.data(), b.data()};
     void *out = a.data();
     ExecContext ctx;
     k->run(ctx, in, &out);
-    EXPECT_EQ(values(a), values(want));
-    auto u = build("exp", {a.desc()}, {a.desc()});
-    HostTensor w2 = run1("exp", {&a}, a.desc());
+    EXPECT_EQ(valuesOf(a), valuesOf(want));
+    auto u = build(kReg, "exp", {a.desc()}, {a.desc()});
+    HostTensor w2 = run1(kReg, "exp", {&a}, a.desc());
     u->run(ctx, in, &out);
-    EXPECT_EQ(values(a), values(w2));
+    EXPECT_EQ(valuesOf(a), valuesOf(w2));
   }
   // cast between same-size types in place: f32 -> i32.
   auto f = tensor(DType::F32, {3}, {1.7, -2.5, 3});
-  auto k = build("cast", {f.desc()}, {desc(DType::I32, {3})});
+  auto k = build(kReg, "cast", {f.desc()}, {desc(DType::I32, {3})});
   const void *in[1] = {f.data()};
   void *out = f.data();
   ExecContext ctx;
@@ -554,42 +403,42 @@ TEST(Elementwise, CastEveryPair) {
         src = {0, 1, 1, 0, 1, 0, 0};
       auto x = tensor(from, {7}, src);
       std::vector<double> want;
-      for (double s : values(x))
+      for (double s : valuesOf(x))
         want.push_back(to == DType::Bool ? double(s != 0) : rounded(to, s));
-      expectClose(values(run1("cast", {&x}, desc(to, {7}))), want, 0,
+      expectClose(valuesOf(run1(kReg, "cast", {&x}, desc(to, {7}))), want, 0,
                   std::string("cast ") + dtypeName(from) + " -> " + dtypeName(to));
     }
 }
 
 TEST(Elementwise, CastEdgeCases) {
   auto x = tensor(DType::F32, {8}, {-2.7, 2.7, NAN, 1e20, -1e20, INFINITY, -0.5, 300});
-  EXPECT_EQ(values(run1("cast", {&x}, desc(DType::I32, {8}))),
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&x}, desc(DType::I32, {8}))),
             (std::vector<double>{-2, 2, 0, INT32_MAX, INT32_MIN, INT32_MAX, 0, 300}));
-  EXPECT_EQ(values(run1("cast", {&x}, desc(DType::U8, {8}))),
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&x}, desc(DType::U8, {8}))),
             (std::vector<double>{0, 2, 0, 255, 0, 255, 0, 255}));
-  auto i64 = run1("cast", {&x}, desc(DType::I64, {8}));
+  auto i64 = run1(kReg, "cast", {&x}, desc(DType::I64, {8}));
   EXPECT_EQ(i64.as<int64_t>()[3], INT64_MAX);
   EXPECT_EQ(i64.as<int64_t>()[4], INT64_MIN);
-  auto u64 = run1("cast", {&x}, desc(DType::U64, {8}));
+  auto u64 = run1(kReg, "cast", {&x}, desc(DType::U64, {8}));
   EXPECT_EQ(u64.as<uint64_t>()[3], UINT64_MAX);
-  EXPECT_EQ(values(run1("cast", {&x}, desc(DType::Bool, {8}))),
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&x}, desc(DType::Bool, {8}))),
             (std::vector<double>{1, 1, 1, 1, 1, 1, 1, 1}));
   // Integer narrowing wraps.
   auto w = tensor(DType::I64, {3}, {300, -1, 65536 + 5});
-  EXPECT_EQ(values(run1("cast", {&w}, desc(DType::I8, {3}))),
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&w}, desc(DType::I8, {3}))),
             (std::vector<double>{44, -1, 5}));
-  EXPECT_EQ(values(run1("cast", {&w}, desc(DType::U16, {3}))),
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&w}, desc(DType::U16, {3}))),
             (std::vector<double>{300, 65535, 5}));
   // f32 -> f16 / bf16 round to nearest even.
   HostTensor f(desc(DType::F32, {2}));
   f.as<float>()[0] = 1.0f + std::ldexp(1.0f, -11); // halfway between halves
   f.as<float>()[1] = 1.0f + 3 * std::ldexp(1.0f, -11);
-  auto h = run1("cast", {&f}, desc(DType::F16, {2}));
+  auto h = run1(kReg, "cast", {&f}, desc(DType::F16, {2}));
   EXPECT_EQ(h.as<uint16_t>()[0], 0x3c00);
   EXPECT_EQ(h.as<uint16_t>()[1], 0x3c02);
   auto d = tensor(DType::F64, {2}, {1e300, -3.25});
-  EXPECT_EQ(values(run1("cast", {&d}, desc(DType::F32, {2})))[0], INFINITY);
-  EXPECT_EQ(values(run1("cast", {&d}, desc(DType::BF16, {2})))[1], -3.25);
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&d}, desc(DType::F32, {2})))[0], INFINITY);
+  EXPECT_EQ(valuesOf(run1(kReg, "cast", {&d}, desc(DType::BF16, {2})))[1], -3.25);
 }
 
 //===----------------------------------------------------------------------===//
@@ -598,38 +447,38 @@ TEST(Elementwise, CastEdgeCases) {
 
 TEST(Elementwise, EmptyAndScalar) {
   auto e = tensor(DType::F32, {0, 3}, {}), s = tensor(DType::F32, {}, {2});
-  EXPECT_EQ(run1("add", {&e, &s}, desc(DType::F32, {0, 3})).numel(), 0);
-  EXPECT_EQ(run1("exp", {&e}, e.desc()).numel(), 0);
-  EXPECT_EQ(values(run1("mul", {&s, &s}, s.desc())), (std::vector<double>{4}));
+  EXPECT_EQ(run1(kReg, "add", {&e, &s}, desc(DType::F32, {0, 3})).numel(), 0);
+  EXPECT_EQ(run1(kReg, "exp", {&e}, e.desc()).numel(), 0);
+  EXPECT_EQ(valuesOf(run1(kReg, "mul", {&s, &s}, s.desc())), (std::vector<double>{4}));
   auto r = tensor(DType::F32, {2, 1}, {1, 2});
   auto z = tensor(DType::F32, {0}, {});
-  EXPECT_EQ(run1("sub", {&r, &z}, desc(DType::F32, {2, 0})).numel(), 0);
-  EXPECT_EQ(run1("cast", {&e}, desc(DType::I8, {0, 3})).numel(), 0);
+  EXPECT_EQ(run1(kReg, "sub", {&r, &z}, desc(DType::F32, {2, 0})).numel(), 0);
+  EXPECT_EQ(run1(kReg, "cast", {&e}, desc(DType::I8, {0, 3})).numel(), 0);
 }
 
 TEST(Elementwise, Malformed) {
   TensorDesc f23 = desc(DType::F32, {2, 3}), f3 = desc(DType::F32, {3}),
              f4 = desc(DType::F32, {4}), i3 = desc(DType::I32, {3}),
              b3 = desc(DType::Bool, {3});
-  expectError([&] { build("add", {f23}, {f23}); }, "takes 2 inputs");
-  expectError([&] { build("add", {f23, f4}, {f23}); }, "do not broadcast");
-  expectError([&] { build("add", {f23, f3}, {f3}); }, "broadcast shape");
-  expectError([&] { build("add", {f3, i3}, {f3}); }, "one element type");
-  expectError([&] { build("add", {b3, b3}, {b3}); }, "unsupported element type i1");
-  expectError([&] { build("less", {f3, f3}, {f3}); }, "must be i1");
-  expectError([&] { build("and", {f3, f3}, {f3}); }, "unsupported element type f32");
-  expectError([&] { build("exp", {i3}, {i3}); }, "unsupported element type i32");
-  expectError([&] { build("neg", {b3}, {b3}); }, "unsupported element type i1");
-  expectError([&] { build("not", {f3}, {f3}); }, "unsupported element type f32");
-  expectError([&] { build("exp", {f3}, {f4}); }, "differs from its input");
-  expectError([&] { build("gelu", {f3}, {f3}, {{"approximate", "fast"}}); },
+  expectError([&] { build(kReg, "add", {f23}, {f23}); }, "takes 2 inputs");
+  expectError([&] { build(kReg, "add", {f23, f4}, {f23}); }, "do not broadcast");
+  expectError([&] { build(kReg, "add", {f23, f3}, {f3}); }, "broadcast shape");
+  expectError([&] { build(kReg, "add", {f3, i3}, {f3}); }, "one element type");
+  expectError([&] { build(kReg, "add", {b3, b3}, {b3}); }, "unsupported element type i1");
+  expectError([&] { build(kReg, "less", {f3, f3}, {f3}); }, "must be i1");
+  expectError([&] { build(kReg, "and", {f3, f3}, {f3}); }, "unsupported element type f32");
+  expectError([&] { build(kReg, "exp", {i3}, {i3}); }, "unsupported element type i32");
+  expectError([&] { build(kReg, "neg", {b3}, {b3}); }, "unsupported element type i1");
+  expectError([&] { build(kReg, "not", {f3}, {f3}); }, "unsupported element type f32");
+  expectError([&] { build(kReg, "exp", {f3}, {f4}); }, "differs from its input");
+  expectError([&] { build(kReg, "gelu", {f3}, {f3}, {{"approximate", "fast"}}); },
               "approximate");
-  expectError([&] { build("leaky_relu", {f3}, {f3}, {{"alpha", "x"}}); },
+  expectError([&] { build(kReg, "leaky_relu", {f3}, {f3}, {{"alpha", "x"}}); },
               "not a number");
-  expectError([&] { build("cast", {f3}, {desc(DType::I8, {4})}); }, "shape");
-  expectError([&] { build("select", {f3, f3, f3}, {f3}); }, "condition must be i1");
-  expectError([&] { build("select", {b3, f3, i3}, {f3}); }, "one element type");
-  expectError([&] { build("select", {b3, f3, f4}, {f3}); }, "do not broadcast");
+  expectError([&] { build(kReg, "cast", {f3}, {desc(DType::I8, {4})}); }, "shape");
+  expectError([&] { build(kReg, "select", {f3, f3, f3}, {f3}); }, "condition must be i1");
+  expectError([&] { build(kReg, "select", {b3, f3, i3}, {f3}); }, "one element type");
+  expectError([&] { build(kReg, "select", {b3, f3, f4}, {f3}); }, "do not broadcast");
 }
 
 } // namespace

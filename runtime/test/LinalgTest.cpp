@@ -5,73 +5,21 @@
 // every float type against a double-precision reference, edge shapes and
 // malformed specs. A disabled benchmark reports the 2048^3 f32 GFLOP/s.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-
-#include "kiln/runtime/Kernel.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <chrono>
 #include <cmath>
 #include <random>
 
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 using nlohmann::json;
 
 namespace {
 
-/// A tensor of `t` holding `vals` (rounded to `t`); `vals` is updated to the
-/// rounded values.
-HostTensor makeTensor(DType t, std::vector<int64_t> shape,
-                      std::vector<double> &vals) {
-  HostTensor h(TensorDesc{t, std::move(shape)});
-  for (size_t i = 0; i < vals.size(); ++i) {
-    switch (t) {
-    case DType::F32: h.as<float>()[i] = (float)vals[i]; vals[i] = h.as<float>()[i]; break;
-    case DType::F64: h.as<double>()[i] = vals[i]; break;
-    case DType::F16:
-      h.as<uint16_t>()[i] = floatToHalf((float)vals[i]);
-      vals[i] = halfToFloat(h.as<uint16_t>()[i]);
-      break;
-    case DType::BF16:
-      h.as<uint16_t>()[i] = floatToBf16((float)vals[i]);
-      vals[i] = bf16ToFloat(h.as<uint16_t>()[i]);
-      break;
-    default: ADD_FAILURE() << "type"; break;
-    }
-  }
-  return h;
-}
-
-double valueAt(const HostTensor &h, size_t i) {
-  switch (h.dtype()) {
-  case DType::F32: return h.as<float>()[i];
-  case DType::F64: return h.as<double>()[i];
-  case DType::F16: return halfToFloat(h.as<uint16_t>()[i]);
-  case DType::BF16: return bf16ToFloat(h.as<uint16_t>()[i]);
-  default: return NAN;
-  }
-}
-
-std::vector<double> randomValues(std::mt19937 &rng, int64_t n) {
-  std::uniform_real_distribution<double> dist(-1, 1);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
 std::unique_ptr<Kernel> makeKernel(const std::vector<TensorDesc> &ins,
                                    const TensorDesc &out, const json &attrs) {
-  KernelRegistry r;
-  cpu::registerLinalgKernels(r);
-  KernelSpec spec;
-  spec.kernel = "matmul";
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  spec.outputs.push_back(&out);
-  spec.attrs = Attrs(&attrs);
-  return (*r.find("matmul"))(spec);
+  return build(cpu::registerLinalgKernels, "matmul", ins, {out}, attrs);
 }
 
 /// Reference: out[b..., m, n] = sum_k lhs'[b..., m, k] * rhs'[b..., k, n].
@@ -140,7 +88,7 @@ void checkRandom(DType t, std::vector<int64_t> ls, std::vector<int64_t> rs,
     nl *= d;
   for (int64_t d : rs)
     nr *= d;
-  std::vector<double> lv = randomValues(rng, nl), rv = randomValues(rng, nr);
+  std::vector<double> lv = randomVals(rng, nl, -1, 1), rv = randomVals(rng, nr, -1, 1);
   HostTensor lh = makeTensor(t, ls, lv), rh = makeTensor(t, rs, rv);
   std::vector<int64_t> os;
   std::vector<double> ref = refMatmul(ls, lv, rs, rv, tl, tr, os);

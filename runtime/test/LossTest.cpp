@@ -6,10 +6,10 @@
 // reference; the ONNX node test data when installed; all-ignored mean (NaN);
 // out-of-range labels; threaded sizes; mse_loss; malformed specs.
 //===----------------------------------------------------------------------===//
-#include "NormTestUtil.h"
+#include "TestUtil.h"
 
 using namespace kiln::rt;
-using namespace kiln::rt::normtest;
+using namespace kiln::rt::test;
 
 namespace {
 

@@ -6,10 +6,10 @@
 // ONNX node test data when installed (which fixes the running variance to
 // the biased batch variance), zero-size inputs, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "NormTestUtil.h"
+#include "TestUtil.h"
 
 using namespace kiln::rt;
-using namespace kiln::rt::normtest;
+using namespace kiln::rt::test;
 
 namespace {
 

@@ -5,88 +5,27 @@
 // count_include_pad and ceil_pad in every float type against a direct
 // reference, hand-checked ONNX cases, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-
-#include "kiln/runtime/Kernel.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <chrono>
 #include <cmath>
 #include <random>
 
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 using nlohmann::json;
 
 namespace {
 
-HostTensor makeTensor(DType t, std::vector<int64_t> shape,
-                      std::vector<double> &vals) {
-  HostTensor h(TensorDesc{t, std::move(shape)});
-  for (size_t i = 0; i < vals.size(); ++i) {
-    switch (t) {
-    case DType::F32: h.as<float>()[i] = (float)vals[i]; vals[i] = h.as<float>()[i]; break;
-    case DType::F64: h.as<double>()[i] = vals[i]; break;
-    case DType::F16:
-      h.as<uint16_t>()[i] = floatToHalf((float)vals[i]);
-      vals[i] = halfToFloat(h.as<uint16_t>()[i]);
-      break;
-    case DType::BF16:
-      h.as<uint16_t>()[i] = floatToBf16((float)vals[i]);
-      vals[i] = bf16ToFloat(h.as<uint16_t>()[i]);
-      break;
-    case DType::I32: h.as<int32_t>()[i] = (int32_t)vals[i]; vals[i] = h.as<int32_t>()[i]; break;
-    case DType::U8: h.as<uint8_t>()[i] = (uint8_t)vals[i]; vals[i] = h.as<uint8_t>()[i]; break;
-    default: ADD_FAILURE() << "type"; break;
-    }
-  }
-  return h;
-}
-
-double valueAt(const HostTensor &h, size_t i) {
-  switch (h.dtype()) {
-  case DType::F32: return h.as<float>()[i];
-  case DType::F64: return h.as<double>()[i];
-  case DType::F16: return halfToFloat(h.as<uint16_t>()[i]);
-  case DType::BF16: return bf16ToFloat(h.as<uint16_t>()[i]);
-  case DType::I32: return h.as<int32_t>()[i];
-  case DType::U8: return h.as<uint8_t>()[i];
-  default: return NAN;
-  }
-}
-
-int64_t numel(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
 std::unique_ptr<Kernel> makeKernel(const std::string &name, const TensorDesc &in,
                                    const TensorDesc &out, const json &attrs) {
-  KernelRegistry r;
-  cpu::registerPoolKernels(r);
-  KernelSpec spec;
-  spec.kernel = name;
-  spec.inputs.push_back(&in);
-  spec.outputs.push_back(&out);
-  spec.attrs = Attrs(&attrs);
-  return (*r.find(name))(spec);
+  return build(cpu::registerPoolKernels, name, {in}, {out}, attrs);
 }
 
 struct PoolCase {
   std::vector<int64_t> x, kernel, strides, dilations, padding, ceilPad;
   bool includePad = false;
 };
-
-bool next(std::vector<int64_t> &idx, const std::vector<int64_t> &shape) {
-  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
-    if (++idx[i] < shape[i])
-      return true;
-    idx[i] = 0;
-  }
-  return false;
-}
 
 /// The reference: every window tap tested against the input and the
 /// counted extent.
@@ -119,19 +58,19 @@ std::vector<double> refPool(bool isMax, const PoolCase &c,
         continue;
       ++real;
       acc = isMax ? std::max(acc, x[off]) : acc + x[off];
-    } while (next(ki, c.kernel));
+    } while (nextIndex(ki, c.kernel));
     if (!isMax) {
       int64_t div = c.includePad ? counted : real;
       acc = div ? acc / div : 0;
     }
     y.push_back(acc);
-  } while (next(oi, os));
+  } while (nextIndex(oi, os));
   return y;
 }
 
 void checkCase(bool isMax, DType t, const PoolCase &c, std::mt19937 &rng) {
   std::uniform_real_distribution<double> dist(-4, 4);
-  std::vector<double> xv(numel(c.x));
+  std::vector<double> xv(numelOf(c.x));
   for (double &v : xv)
     v = dist(rng);
   if (t == DType::U8)

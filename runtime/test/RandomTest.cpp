@@ -6,13 +6,13 @@
 // from the thread count, step and seed streams, ratio 0, 16-bit types, and
 // malformed specs.
 //===----------------------------------------------------------------------===//
-#include "NormTestUtil.h"
+#include "TestUtil.h"
 #include "Philox.h"
 
 #include <omp.h>
 
 using namespace kiln::rt;
-using namespace kiln::rt::normtest;
+using namespace kiln::rt::test;
 
 namespace {
 

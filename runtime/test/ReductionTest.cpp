@@ -6,170 +6,19 @@
 // f32 sum, the threaded paths, empty reductions, NaN, ties and
 // select_last_index, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-#include "Loops.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <cmath>
 #include <random>
 
 namespace {
 
-#define REGISTER(r) kiln::rt::cpu::registerReductionKernels(r)
 using nlohmann::json;
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 namespace L = kiln::rt::cpu::loops;
 
-double getV(const HostTensor &h, int64_t i) {
-  return L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return (double)L::load(h.as<T>(), i);
-  });
-}
-
-void setV(HostTensor &h, int64_t i, double v) {
-  L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    L::store(h.as<T>(), i, L::castValue<T>(v));
-    return 0;
-  });
-}
-
-/// A tensor of `v` converted to `t` (by the cast rules).
-HostTensor tensor(DType t, const std::vector<int64_t> &shape,
-                  const std::vector<double> &v) {
-  HostTensor h(TensorDesc{t, shape});
-  EXPECT_EQ(h.numel(), (int64_t)v.size());
-  for (int64_t i = 0; i < h.numel() && i < (int64_t)v.size(); ++i)
-    setV(h, i, v[i]);
-  return h;
-}
-
-std::vector<double> values(const HostTensor &h) {
-  std::vector<double> v(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i)
-    v[i] = getV(h, i);
-  return v;
-}
-
-/// What storing `v` in `t` and loading it back gives.
-double rounded(DType t, double v) {
-  HostTensor h(TensorDesc{t, {}});
-  setV(h, 0, v);
-  return getV(h, 0);
-}
-
-std::unique_ptr<Kernel> build(const std::string &name,
-                              const std::vector<TensorDesc> &ins,
-                              const std::vector<TensorDesc> &outs,
-                              const json &attrs = json::object()) {
-  KernelRegistry r;
-  REGISTER(r);
-  const KernelFactory *f = r.find(name);
-  if (!f)
-    throw Error("no kernel " + name);
-  KernelSpec spec;
-  spec.kernel = name;
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  for (const TensorDesc &d : outs)
-    spec.outputs.push_back(&d);
-  spec.attrs = Attrs(&attrs);
-  return (*f)(spec);
-}
-
-HostTensor run1(const std::string &name, const std::vector<const HostTensor *> &ins,
-                const TensorDesc &out, const json &attrs = json::object()) {
-  std::vector<TensorDesc> descs;
-  std::vector<const void *> ptrs;
-  for (const HostTensor *h : ins) {
-    descs.push_back(h->desc());
-    ptrs.push_back(h->data());
-  }
-  auto k = build(name, descs, {out}, attrs);
-  HostTensor res(out);
-  void *o = res.data();
-  ExecContext ctx;
-  k->run(ctx, ptrs.data(), &o);
-  return res;
-}
-
-void expectClose(const std::vector<double> &got, const std::vector<double> &want,
-                 double tol, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    double g = got[i], w = want[i];
-    bool ok = (std::isnan(w) && std::isnan(g)) || g == w ||
-              std::fabs(g - w) <= tol * (std::fabs(w) + 1e-3);
-    if (!ok) {
-      ++bad;
-      ADD_FAILURE() << what << ": element " << i << " is " << g << ", want " << w;
-    }
-  }
-}
-
-double tolOf(DType t) {
-  switch (t) {
-  case DType::F64: return 1e-12;
-  case DType::F32: return 2e-6;
-  case DType::F16: return 2e-3;
-  case DType::BF16: return 1.6e-2;
-  default: return 0;
-  }
-}
-
-const std::vector<DType> kFloats = {DType::F32, DType::F64, DType::F16,
-                                    DType::BF16};
-const std::vector<DType> kAll = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                 DType::I64, DType::I32, DType::I16, DType::I8,
-                                 DType::U64, DType::U32, DType::U16, DType::U8,
-                                 DType::Bool};
-
-int64_t numelOf(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-/// Coordinates of linear index i in shape s.
-std::vector<int64_t> coords(int64_t i, const std::vector<int64_t> &s) {
-  std::vector<int64_t> c(s.size());
-  for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
-    c[d] = s[d] ? i % s[d] : 0;
-    i = s[d] ? i / s[d] : 0;
-  }
-  return c;
-}
-
-int64_t linear(const std::vector<int64_t> &c, const std::vector<int64_t> &s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d)
-    i = i * s[d] + c[d];
-  return i;
-}
-
-std::vector<double> randomVals(std::mt19937 &rng, int64_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = d(rng);
-  return v;
-}
-
-template <typename F> void expectError(F &&f, const std::string &substr) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error; expected one containing '" << substr << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(substr), std::string::npos)
-        << "message: " << e.what();
-  }
-}
-
-TensorDesc desc(DType t, std::vector<int64_t> s) { return TensorDesc{t, std::move(s)}; }
+const RegisterFn kReg = cpu::registerReductionKernels;
 
 std::vector<int64_t> reducedShape(const std::vector<int64_t> &s,
                                   const std::vector<int64_t> &axes, bool keep) {
@@ -221,31 +70,31 @@ std::vector<double> refReduce(const std::string &op, const std::vector<double> &
 
 HostTensor reduce(const std::string &op, const HostTensor &x,
                   const std::vector<int64_t> &axes, bool keep) {
-  return run1(op, {&x}, desc(x.dtype(), reducedShape(x.shape(), axes, keep)),
+  return run1(kReg, op, {&x}, desc(x.dtype(), reducedShape(x.shape(), axes, keep)),
               {{"axes", axes}, {"keepdims", keep}});
 }
 
 TEST(Reduction, HandChecked) {
   auto x = tensor(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(values(reduce("reduce_sum", x, {1}, false)), (std::vector<double>{6, 15}));
-  EXPECT_EQ(values(reduce("reduce_sum", x, {0}, true)), (std::vector<double>{5, 7, 9}));
-  EXPECT_EQ(values(reduce("reduce_mean", x, {0, 1}, false)), (std::vector<double>{3.5}));
-  EXPECT_EQ(values(reduce("reduce_max", x, {1}, true)), (std::vector<double>{3, 6}));
-  EXPECT_EQ(values(reduce("reduce_min", x, {0}, false)), (std::vector<double>{1, 2, 3}));
-  EXPECT_EQ(values(reduce("reduce_prod", x, {1}, false)), (std::vector<double>{6, 120}));
+  EXPECT_EQ(valuesOf(reduce("reduce_sum", x, {1}, false)), (std::vector<double>{6, 15}));
+  EXPECT_EQ(valuesOf(reduce("reduce_sum", x, {0}, true)), (std::vector<double>{5, 7, 9}));
+  EXPECT_EQ(valuesOf(reduce("reduce_mean", x, {0, 1}, false)), (std::vector<double>{3.5}));
+  EXPECT_EQ(valuesOf(reduce("reduce_max", x, {1}, true)), (std::vector<double>{3, 6}));
+  EXPECT_EQ(valuesOf(reduce("reduce_min", x, {0}, false)), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(valuesOf(reduce("reduce_prod", x, {1}, false)), (std::vector<double>{6, 120}));
   // No axes: a copy.
-  EXPECT_EQ(values(reduce("reduce_mean", x, {}, true)), values(x));
+  EXPECT_EQ(valuesOf(reduce("reduce_mean", x, {}, true)), valuesOf(x));
   auto n = tensor(DType::F32, {3}, {1, NAN, 2});
-  EXPECT_TRUE(std::isnan(values(reduce("reduce_max", n, {0}, false))[0]));
-  EXPECT_TRUE(std::isnan(values(reduce("reduce_min", n, {0}, false))[0]));
+  EXPECT_TRUE(std::isnan(valuesOf(reduce("reduce_max", n, {0}, false))[0]));
+  EXPECT_TRUE(std::isnan(valuesOf(reduce("reduce_min", n, {0}, false))[0]));
   auto i = tensor(DType::I32, {4}, {1, 2, 2, 2});
-  EXPECT_EQ(values(reduce("reduce_mean", i, {0}, false)), (std::vector<double>{1}));
+  EXPECT_EQ(valuesOf(reduce("reduce_mean", i, {0}, false)), (std::vector<double>{1}));
   auto b = tensor(DType::Bool, {2, 2}, {0, 1, 0, 0});
-  EXPECT_EQ(values(reduce("reduce_max", b, {1}, false)), (std::vector<double>{1, 0}));
-  EXPECT_EQ(values(reduce("reduce_min", b, {0}, false)), (std::vector<double>{0, 0}));
+  EXPECT_EQ(valuesOf(reduce("reduce_max", b, {1}, false)), (std::vector<double>{1, 0}));
+  EXPECT_EQ(valuesOf(reduce("reduce_min", b, {0}, false)), (std::vector<double>{0, 0}));
   // Integer sums wrap.
   auto w = tensor(DType::I8, {2}, {100, 100});
-  EXPECT_EQ(values(reduce("reduce_sum", w, {0}, false)), (std::vector<double>{-56}));
+  EXPECT_EQ(valuesOf(reduce("reduce_sum", w, {0}, false)), (std::vector<double>{-56}));
 }
 
 TEST(Reduction, RandomAgainstReference) {
@@ -275,14 +124,14 @@ TEST(Reduction, RandomAgainstReference) {
           for (double &x : v)
             x = prod ? (rng() % 3 == 0 ? 2 : 1) : std::round(x + 5);
         HostTensor x = tensor(t, s, v);
-        std::vector<double> want = refReduce(op, values(x), s, axes, isInt);
+        std::vector<double> want = refReduce(op, valuesOf(x), s, axes, isInt);
         for (double &w : want)
           w = isInt ? (double)L::castValue<int64_t>(w) : rounded(t, w);
         if (isInt && t == DType::U8)
           for (double &w : want)
             w = (double)(uint8_t)(int64_t)w;
         double tol = isInt ? 0 : (t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : tolOf(t));
-        expectClose(values(reduce(op, x, axes, keep)), want, tol,
+        expectClose(valuesOf(reduce(op, x, axes, keep)), want, tol,
                     std::string(op) + " " + x.desc().str() + " axes " +
                         L::shapeStr(axes));
       }
@@ -312,11 +161,11 @@ TEST(Reduction, SumSquareAgainstReference) {
         for (double &x : v)
           x = std::round(x);
       HostTensor x = tensor(t, s, v);
-      std::vector<double> want = refReduce("reduce_sum_square", values(x), s, axes, isInt);
+      std::vector<double> want = refReduce("reduce_sum_square", valuesOf(x), s, axes, isInt);
       for (double &w : want)
         w = isInt ? w : rounded(t, w);
       double tol = isInt ? 0 : (t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : tolOf(t));
-      expectClose(values(reduce("reduce_sum_square", x, axes, keep)), want, tol,
+      expectClose(valuesOf(reduce("reduce_sum_square", x, axes, keep)), want, tol,
                   "reduce_sum_square " + x.desc().str() + " axes " + L::shapeStr(axes));
     }
   }
@@ -327,13 +176,13 @@ TEST(Reduction, LargeSums) {
   const int64_t n = 1000000;
   std::vector<double> v = randomVals(rng, n, -1, 3);
   HostTensor x = tensor(DType::F32, {n}, v);
-  std::vector<double> xv = values(x);
+  std::vector<double> xv = valuesOf(x);
   double ref = 0;
   for (double d : xv)
     ref += d;
-  double got = values(reduce("reduce_sum", x, {0}, false))[0];
+  double got = valuesOf(reduce("reduce_sum", x, {0}, false))[0];
   EXPECT_NEAR(got, ref, 1e-6 * std::fabs(ref));
-  double mean = values(reduce("reduce_mean", x, {0}, false))[0];
+  double mean = valuesOf(reduce("reduce_mean", x, {0}, false))[0];
   EXPECT_NEAR(mean, ref / n, 1e-6 * std::fabs(ref / n));
   // The threaded row, tile and few-rows paths against the reference.
   for (auto [shape, axes] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
@@ -344,7 +193,7 @@ TEST(Reduction, LargeSums) {
       std::vector<double> want = refReduce(op, xv, shape, axes, false);
       for (double &w : want)
         w = rounded(DType::F32, w);
-      expectClose(values(reduce(op, y, axes, false)), want, 1e-6,
+      expectClose(valuesOf(reduce(op, y, axes, false)), want, 1e-6,
                   std::string(op) + " " + y.desc().str());
     }
   }
@@ -352,17 +201,17 @@ TEST(Reduction, LargeSums) {
 
 TEST(Reduction, Empty) {
   HostTensor x = tensor(DType::F32, {2, 0, 3}, {});
-  EXPECT_EQ(values(reduce("reduce_sum", x, {1}, false)), std::vector<double>(6, 0));
-  EXPECT_EQ(values(reduce("reduce_prod", x, {1}, false)), std::vector<double>(6, 1));
-  EXPECT_EQ(values(reduce("reduce_max", x, {1}, true)), std::vector<double>(6, -INFINITY));
-  EXPECT_EQ(values(reduce("reduce_min", x, {1}, true)), std::vector<double>(6, INFINITY));
-  EXPECT_TRUE(std::isnan(values(reduce("reduce_mean", x, {1}, true))[0]));
+  EXPECT_EQ(valuesOf(reduce("reduce_sum", x, {1}, false)), std::vector<double>(6, 0));
+  EXPECT_EQ(valuesOf(reduce("reduce_prod", x, {1}, false)), std::vector<double>(6, 1));
+  EXPECT_EQ(valuesOf(reduce("reduce_max", x, {1}, true)), std::vector<double>(6, -INFINITY));
+  EXPECT_EQ(valuesOf(reduce("reduce_min", x, {1}, true)), std::vector<double>(6, INFINITY));
+  EXPECT_TRUE(std::isnan(valuesOf(reduce("reduce_mean", x, {1}, true))[0]));
   EXPECT_EQ(reduce("reduce_sum", x, {2}, false).numel(), 0);
   HostTensor i = tensor(DType::I32, {0}, {});
-  EXPECT_EQ(values(reduce("reduce_mean", i, {0}, false)), std::vector<double>{0});
-  EXPECT_EQ(values(reduce("reduce_max", i, {0}, false)), std::vector<double>{INT32_MIN});
+  EXPECT_EQ(valuesOf(reduce("reduce_mean", i, {0}, false)), std::vector<double>{0});
+  EXPECT_EQ(valuesOf(reduce("reduce_max", i, {0}, false)), std::vector<double>{INT32_MIN});
   HostTensor s = tensor(DType::F16, {}, {2.5});
-  EXPECT_EQ(values(reduce("reduce_sum", s, {}, false)), std::vector<double>{2.5});
+  EXPECT_EQ(valuesOf(reduce("reduce_sum", s, {}, false)), std::vector<double>{2.5});
 }
 
 //===----------------------------------------------------------------------===//
@@ -372,7 +221,7 @@ TEST(Reduction, Empty) {
 std::vector<double> argRun(const char *op, const HostTensor &x, int64_t axis,
                            bool keep, bool last) {
   int64_t a = axis < 0 ? axis + x.desc().rank() : axis;
-  return values(run1(op, {&x}, desc(DType::I64, reducedShape(x.shape(), {a}, keep)),
+  return valuesOf(run1(kReg, op, {&x}, desc(DType::I64, reducedShape(x.shape(), {a}, keep)),
                      {{"axis", axis}, {"keepdims", keep}, {"select_last_index", last}}));
 }
 
@@ -408,7 +257,7 @@ TEST(Reduction, ArgRandom) {
     for (double &d : v)
       d = std::round(d); // ties
     HostTensor x = tensor(t, s, v);
-    std::vector<double> xv = values(x);
+    std::vector<double> xv = valuesOf(x);
     for (bool mx : {true, false})
       for (bool last : {false, true}) {
         std::vector<int64_t> ks = reducedShape(s, {axis}, true);
@@ -435,23 +284,23 @@ TEST(Reduction, ArgRandom) {
 
 TEST(Reduction, Malformed) {
   TensorDesc x = desc(DType::F32, {2, 3});
-  auto r = [&](json a, TensorDesc out) { build("reduce_sum", {x}, {out}, a); };
+  auto r = [&](json a, TensorDesc out) { build(kReg, "reduce_sum", {x}, {out}, a); };
   expectError([&] { r({{"axes", {1, 0}}}, desc(DType::F32, {1, 1})); }, "sorted");
   expectError([&] { r({{"axes", {2}}}, desc(DType::F32, {2, 3})); }, "out of range");
   expectError([&] { r({{"keepdims", true}}, desc(DType::F32, {2, 3})); }, "axes");
   expectError([&] { r({{"axes", {1}}, {"keepdims", false}}, desc(DType::F32, {2, 1})); },
               "should be");
   expectError([&] { r({{"axes", {1}}}, desc(DType::F64, {2, 1})); }, "should be");
-  expectError([&] { build("reduce_sum", {desc(DType::Bool, {2})}, {desc(DType::Bool, {1})},
+  expectError([&] { build(kReg, "reduce_sum", {desc(DType::Bool, {2})}, {desc(DType::Bool, {1})},
                           {{"axes", {0}}}); },
               "unsupported element type i1");
-  expectError([&] { build("reduce_sum", {x, x}, {x}, {{"axes", json::array()}}); },
+  expectError([&] { build(kReg, "reduce_sum", {x, x}, {x}, {{"axes", json::array()}}); },
               "takes 1 inputs");
-  expectError([&] { build("argmax", {x}, {desc(DType::I64, {2, 1})}, {{"axis", 2}}); },
+  expectError([&] { build(kReg, "argmax", {x}, {desc(DType::I64, {2, 1})}, {{"axis", 2}}); },
               "out of range");
-  expectError([&] { build("argmax", {x}, {desc(DType::I32, {2, 1})}, {{"axis", 1}}); },
+  expectError([&] { build(kReg, "argmax", {x}, {desc(DType::I32, {2, 1})}, {{"axis", 1}}); },
               "should be");
-  expectError([&] { build("argmin", {desc(DType::F32, {2, 0})}, {desc(DType::I64, {2, 1})},
+  expectError([&] { build(kReg, "argmin", {desc(DType::F32, {2, 0})}, {desc(DType::I64, {2, 1})},
                           {{"axis", 1}}); },
               "empty axis");
 }

@@ -6,10 +6,7 @@
 // cropping pads, negative gather indices, threaded sizes), hand-checked
 // cases, the gather range error, and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
-#include "Loops.h"
-
-#include <gtest/gtest.h>
+#include "TestUtil.h"
 
 #include <cmath>
 #include <numeric>
@@ -17,160 +14,12 @@
 
 namespace {
 
-#define REGISTER(r) kiln::rt::cpu::registerShapeKernels(r)
 using nlohmann::json;
 using namespace kiln::rt;
+using namespace kiln::rt::test;
 namespace L = kiln::rt::cpu::loops;
 
-double getV(const HostTensor &h, int64_t i) {
-  return L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return (double)L::load(h.as<T>(), i);
-  });
-}
-
-void setV(HostTensor &h, int64_t i, double v) {
-  L::dispatchType(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    L::store(h.as<T>(), i, L::castValue<T>(v));
-    return 0;
-  });
-}
-
-/// A tensor of `v` converted to `t` (by the cast rules).
-HostTensor tensor(DType t, const std::vector<int64_t> &shape,
-                  const std::vector<double> &v) {
-  HostTensor h(TensorDesc{t, shape});
-  EXPECT_EQ(h.numel(), (int64_t)v.size());
-  for (int64_t i = 0; i < h.numel() && i < (int64_t)v.size(); ++i)
-    setV(h, i, v[i]);
-  return h;
-}
-
-std::vector<double> values(const HostTensor &h) {
-  std::vector<double> v(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i)
-    v[i] = getV(h, i);
-  return v;
-}
-
-/// What storing `v` in `t` and loading it back gives.
-double rounded(DType t, double v) {
-  HostTensor h(TensorDesc{t, {}});
-  setV(h, 0, v);
-  return getV(h, 0);
-}
-
-std::unique_ptr<Kernel> build(const std::string &name,
-                              const std::vector<TensorDesc> &ins,
-                              const std::vector<TensorDesc> &outs,
-                              const json &attrs = json::object()) {
-  KernelRegistry r;
-  REGISTER(r);
-  const KernelFactory *f = r.find(name);
-  if (!f)
-    throw Error("no kernel " + name);
-  KernelSpec spec;
-  spec.kernel = name;
-  for (const TensorDesc &d : ins)
-    spec.inputs.push_back(&d);
-  for (const TensorDesc &d : outs)
-    spec.outputs.push_back(&d);
-  spec.attrs = Attrs(&attrs);
-  return (*f)(spec);
-}
-
-HostTensor run1(const std::string &name, const std::vector<const HostTensor *> &ins,
-                const TensorDesc &out, const json &attrs = json::object()) {
-  std::vector<TensorDesc> descs;
-  std::vector<const void *> ptrs;
-  for (const HostTensor *h : ins) {
-    descs.push_back(h->desc());
-    ptrs.push_back(h->data());
-  }
-  auto k = build(name, descs, {out}, attrs);
-  HostTensor res(out);
-  void *o = res.data();
-  ExecContext ctx;
-  k->run(ctx, ptrs.data(), &o);
-  return res;
-}
-
-void expectClose(const std::vector<double> &got, const std::vector<double> &want,
-                 double tol, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    double g = got[i], w = want[i];
-    bool ok = (std::isnan(w) && std::isnan(g)) || g == w ||
-              std::fabs(g - w) <= tol * (std::fabs(w) + 1e-3);
-    if (!ok) {
-      ++bad;
-      ADD_FAILURE() << what << ": element " << i << " is " << g << ", want " << w;
-    }
-  }
-}
-
-double tolOf(DType t) {
-  switch (t) {
-  case DType::F64: return 1e-12;
-  case DType::F32: return 2e-6;
-  case DType::F16: return 2e-3;
-  case DType::BF16: return 1.6e-2;
-  default: return 0;
-  }
-}
-
-const std::vector<DType> kFloats = {DType::F32, DType::F64, DType::F16,
-                                    DType::BF16};
-const std::vector<DType> kAll = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                 DType::I64, DType::I32, DType::I16, DType::I8,
-                                 DType::U64, DType::U32, DType::U16, DType::U8,
-                                 DType::Bool};
-
-int64_t numelOf(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-/// Coordinates of linear index i in shape s.
-std::vector<int64_t> coords(int64_t i, const std::vector<int64_t> &s) {
-  std::vector<int64_t> c(s.size());
-  for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
-    c[d] = s[d] ? i % s[d] : 0;
-    i = s[d] ? i / s[d] : 0;
-  }
-  return c;
-}
-
-int64_t linear(const std::vector<int64_t> &c, const std::vector<int64_t> &s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d)
-    i = i * s[d] + c[d];
-  return i;
-}
-
-std::vector<double> randomVals(std::mt19937 &rng, int64_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = d(rng);
-  return v;
-}
-
-template <typename F> void expectError(F &&f, const std::string &substr) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error; expected one containing '" << substr << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(substr), std::string::npos)
-        << "message: " << e.what();
-  }
-}
-
-TensorDesc desc(DType t, std::vector<int64_t> s) { return TensorDesc{t, std::move(s)}; }
+const RegisterFn kReg = cpu::registerShapeKernels;
 
 const std::vector<DType> kSizes = {DType::U8, DType::F16, DType::F32, DType::I64,
                                    DType::Bool, DType::I16, DType::F64, DType::I32};
@@ -192,10 +41,10 @@ std::vector<int64_t> randomShape(std::mt19937 &rng, int rank, int maxDim) {
 
 TEST(Shape, Reshape) {
   auto x = iota(DType::F32, {2, 3, 4});
-  EXPECT_EQ(values(run1("reshape", {&x}, desc(DType::F32, {6, 4}))), values(x));
-  expectError([&] { build("reshape", {x.desc()}, {desc(DType::F32, {5, 4})}); },
+  EXPECT_EQ(valuesOf(run1(kReg, "reshape", {&x}, desc(DType::F32, {6, 4}))), valuesOf(x));
+  expectError([&] { build(kReg, "reshape", {x.desc()}, {desc(DType::F32, {5, 4})}); },
               "cannot reshape");
-  expectError([&] { build("reshape", {x.desc()}, {desc(DType::I32, {24})}); },
+  expectError([&] { build(kReg, "reshape", {x.desc()}, {desc(DType::I32, {24})}); },
               "element type");
 }
 
@@ -212,7 +61,7 @@ TEST(Shape, BroadcastRandom) {
       out = {3, 40000}, in = {40000};
     DType t = kSizes[iter % kSizes.size()];
     auto x = iota(t, in);
-    auto xv = values(x);
+    auto xv = valuesOf(x);
     std::vector<double> want(numelOf(out));
     for (int64_t i = 0; i < (int64_t)want.size(); ++i) {
       auto c = coords(i, out);
@@ -222,12 +71,12 @@ TEST(Shape, BroadcastRandom) {
         j = j * in[d] + (in[d] == 1 ? 0 : c[off + d]);
       want[i] = xv[j];
     }
-    expectClose(values(run1("broadcast", {&x}, desc(t, out))), want, 0,
+    expectClose(valuesOf(run1(kReg, "broadcast", {&x}, desc(t, out))), want, 0,
                 "broadcast " + x.desc().str() + " -> " + L::shapeStr(out));
   }
-  expectError([&] { build("broadcast", {desc(DType::F32, {3})}, {desc(DType::F32, {4})}); },
+  expectError([&] { build(kReg, "broadcast", {desc(DType::F32, {3})}, {desc(DType::F32, {4})}); },
               "cannot broadcast");
-  expectError([&] { build("broadcast", {desc(DType::F32, {2, 3})}, {desc(DType::F32, {3})}); },
+  expectError([&] { build(kReg, "broadcast", {desc(DType::F32, {2, 3})}, {desc(DType::F32, {3})}); },
               "cannot broadcast");
 }
 
@@ -266,16 +115,16 @@ TEST(Shape, TransposeRandom) {
     std::vector<int64_t> os;
     for (int64_t p : perm)
       os.push_back(s[p]);
-    expectClose(values(run1("transpose", {&x}, desc(t, os), {{"perm", perm}})),
-                refTranspose(values(x), s, perm), 0,
+    expectClose(valuesOf(run1(kReg, "transpose", {&x}, desc(t, os), {{"perm", perm}})),
+                refTranspose(valuesOf(x), s, perm), 0,
                 "transpose " + x.desc().str() + " perm " + L::shapeStr(perm));
   }
   TensorDesc x = desc(DType::F32, {2, 3});
-  expectError([&] { build("transpose", {x}, {desc(DType::F32, {3, 2})}, {{"perm", {0, 0}}}); },
+  expectError([&] { build(kReg, "transpose", {x}, {desc(DType::F32, {3, 2})}, {{"perm", {0, 0}}}); },
               "not a permutation");
-  expectError([&] { build("transpose", {x}, {desc(DType::F32, {3, 2})}, {{"perm", {1}}}); },
+  expectError([&] { build(kReg, "transpose", {x}, {desc(DType::F32, {3, 2})}, {{"perm", {1}}}); },
               "entries");
-  expectError([&] { build("transpose", {x}, {desc(DType::F32, {2, 3})}, {{"perm", {1, 0}}}); },
+  expectError([&] { build(kReg, "transpose", {x}, {desc(DType::F32, {2, 3})}, {{"perm", {1, 0}}}); },
               "should have shape");
 }
 
@@ -302,7 +151,7 @@ TEST(Shape, SliceRandom) {
     }
     DType t = kSizes[iter % kSizes.size()];
     auto x = iota(t, s);
-    auto xv = values(x);
+    auto xv = valuesOf(x);
     std::vector<double> want(numelOf(os));
     for (int64_t i = 0; i < (int64_t)want.size(); ++i) {
       auto c = coords(i, os);
@@ -310,7 +159,7 @@ TEST(Shape, SliceRandom) {
         c[d] = st[d] + c[d] * sd[d];
       want[i] = xv[linear(c, s)];
     }
-    expectClose(values(run1("slice", {&x}, desc(t, os),
+    expectClose(valuesOf(run1(kReg, "slice", {&x}, desc(t, os),
                             {{"starts", st}, {"limits", li}, {"strides", sd}})),
                 want, 0,
                 "slice " + x.desc().str() + " " + L::shapeStr(st) + L::shapeStr(li) +
@@ -318,23 +167,23 @@ TEST(Shape, SliceRandom) {
   }
   // Hand-checked: reverse a row through index 0; a huge stride.
   auto x = iota(DType::I32, {5});
-  EXPECT_EQ(values(run1("slice", {&x}, desc(DType::I32, {5}),
+  EXPECT_EQ(valuesOf(run1(kReg, "slice", {&x}, desc(DType::I32, {5}),
                         {{"starts", {4}}, {"limits", {-1}}, {"strides", {-1}}})),
             (std::vector<double>{4, 3, 2, 1, 0}));
-  EXPECT_EQ(values(run1("slice", {&x}, desc(DType::I32, {1}),
+  EXPECT_EQ(valuesOf(run1(kReg, "slice", {&x}, desc(DType::I32, {1}),
                         {{"starts", {4}}, {"limits", {-1}}, {"strides", {INT64_MIN}}})),
             (std::vector<double>{4}));
-  EXPECT_EQ(values(run1("slice", {&x}, desc(DType::I32, {1}),
+  EXPECT_EQ(valuesOf(run1(kReg, "slice", {&x}, desc(DType::I32, {1}),
                         {{"starts", {1}}, {"limits", {5}}, {"strides", {INT64_MAX}}})),
             (std::vector<double>{1}));
   TensorDesc d = x.desc();
-  expectError([&] { build("slice", {d}, {d}, {{"starts", {0}}, {"limits", {5}}, {"strides", {0}}}); },
+  expectError([&] { build(kReg, "slice", {d}, {d}, {{"starts", {0}}, {"limits", {5}}, {"strides", {0}}}); },
               "stride");
-  expectError([&] { build("slice", {d}, {d}, {{"starts", {0}}, {"limits", {6}}, {"strides", {1}}}); },
+  expectError([&] { build(kReg, "slice", {d}, {d}, {{"starts", {0}}, {"limits", {6}}, {"strides", {1}}}); },
               "out of range");
-  expectError([&] { build("slice", {d}, {d}, {{"starts", {0}}, {"limits", {4}}, {"strides", {1}}}); },
+  expectError([&] { build(kReg, "slice", {d}, {d}, {{"starts", {0}}, {"limits", {4}}, {"strides", {1}}}); },
               "should have shape");
-  expectError([&] { build("slice", {d}, {d}, {{"starts", {0, 0}}, {"limits", {5}}, {"strides", {1}}}); },
+  expectError([&] { build(kReg, "slice", {d}, {d}, {{"starts", {0, 0}}, {"limits", {5}}, {"strides", {1}}}); },
               "entries");
 }
 
@@ -370,25 +219,25 @@ TEST(Shape, ConcatRandom) {
       for (auto &h : ins) {
         if (a < h.shape()[axis]) {
           c[axis] = a;
-          want[i] = getV(h, linear(c, h.shape()));
+          want[i] = valueAt(h, linear(c, h.shape()));
           break;
         }
         a -= h.shape()[axis];
       }
     }
-    expectClose(values(run1("concat", ptrs, desc(t, os), {{"axis", axis}})), want, 0,
+    expectClose(valuesOf(run1(kReg, "concat", ptrs, desc(t, os), {{"axis", axis}})), want, 0,
                 "concat axis " + std::to_string(axis) + " -> " + L::shapeStr(os));
   }
   TensorDesc a = desc(DType::F32, {2, 3}), b = desc(DType::F32, {3, 3}),
              c = desc(DType::I32, {2, 3});
-  expectError([&] { build("concat", {a, b}, {desc(DType::F32, {2, 6})}, {{"axis", 1}}); },
+  expectError([&] { build(kReg, "concat", {a, b}, {desc(DType::F32, {2, 6})}, {{"axis", 1}}); },
               "differ in dim 0");
-  expectError([&] { build("concat", {a, c}, {desc(DType::F32, {4, 3})}, {{"axis", 0}}); },
+  expectError([&] { build(kReg, "concat", {a, c}, {desc(DType::F32, {4, 3})}, {{"axis", 0}}); },
               "element type");
-  expectError([&] { build("concat", {a, b}, {desc(DType::F32, {6, 3})}, {{"axis", 0}}); },
+  expectError([&] { build(kReg, "concat", {a, b}, {desc(DType::F32, {6, 3})}, {{"axis", 0}}); },
               "should have shape");
-  expectError([&] { build("concat", {a}, {a}, {{"axis", 2}}); }, "out of range");
-  expectError([&] { build("concat", {}, {a}, {{"axis", 0}}); }, "at least one");
+  expectError([&] { build(kReg, "concat", {a}, {a}, {{"axis", 2}}); }, "out of range");
+  expectError([&] { build(kReg, "concat", std::vector<TensorDesc>{}, {a}, {{"axis", 0}}); }, "at least one");
 }
 
 TEST(Shape, PadRandom) {
@@ -413,7 +262,7 @@ TEST(Shape, PadRandom) {
       s = {300, 200}, lo = {1, 2}, hi = {3, -4}, os = {304, 198}, rank = 2;
     DType t = kSizes[iter % kSizes.size()];
     auto x = iota(t, s);
-    auto xv = values(x);
+    auto xv = valuesOf(x);
     double value = t == DType::Bool ? 1 : 42.5;
     double pv = rounded(t, value);
     std::vector<double> want(numelOf(os));
@@ -436,25 +285,25 @@ TEST(Shape, PadRandom) {
       }
       want[i] = fill ? pv : xv[linear(c, s)];
     }
-    expectClose(values(run1("pad", {&x}, desc(t, os),
+    expectClose(valuesOf(run1(kReg, "pad", {&x}, desc(t, os),
                             {{"low", lo}, {"high", hi}, {"mode", mode}, {"value", value}})),
                 want, 0,
                 std::string("pad ") + mode + " " + x.desc().str() + " " +
                     L::shapeStr(lo) + L::shapeStr(hi));
   }
   auto x = iota(DType::I32, {3});
-  EXPECT_EQ(values(run1("pad", {&x}, desc(DType::I32, {5}),
+  EXPECT_EQ(valuesOf(run1(kReg, "pad", {&x}, desc(DType::I32, {5}),
                         {{"low", {1}}, {"high", {1}}, {"value", -7.9}})),
             (std::vector<double>{-7, 0, 1, 2, -7}));
   TensorDesc d = x.desc();
-  expectError([&] { build("pad", {d}, {desc(DType::I32, {7})},
+  expectError([&] { build(kReg, "pad", {d}, {desc(DType::I32, {7})},
                           {{"low", {3}}, {"high", {1}}, {"mode", "reflect"}}); },
               "reflect padding");
-  expectError([&] { build("pad", {d}, {d}, {{"low", {0}}, {"high", {0}}, {"mode", "wrap"}}); },
+  expectError([&] { build(kReg, "pad", {d}, {d}, {{"low", {0}}, {"high", {0}}, {"mode", "wrap"}}); },
               "mode");
-  expectError([&] { build("pad", {d}, {d}, {{"low", {-2}}, {"high", {-2}}}); }, "negative size");
-  expectError([&] { build("pad", {d}, {d}, {{"low", {1}}, {"high", {0}}}); }, "should have shape");
-  expectError([&] { build("pad", {desc(DType::I32, {0})}, {desc(DType::I32, {2})},
+  expectError([&] { build(kReg, "pad", {d}, {d}, {{"low", {-2}}, {"high", {-2}}}); }, "negative size");
+  expectError([&] { build(kReg, "pad", {d}, {d}, {{"low", {1}}, {"high", {0}}}); }, "should have shape");
+  expectError([&] { build(kReg, "pad", {desc(DType::I32, {0})}, {desc(DType::I32, {2})},
                           {{"low", {1}}, {"high", {1}}, {"mode", "edge"}}); },
               "edge padding");
 }
@@ -475,7 +324,7 @@ TEST(Shape, GatherRandom) {
     auto ids = tensor(it, is, iv);
     DType t = kSizes[iter % kSizes.size()];
     auto x = iota(t, s);
-    auto xv = values(x);
+    auto xv = valuesOf(x);
     std::vector<int64_t> os(s.begin(), s.begin() + axis);
     os.insert(os.end(), is.begin(), is.end());
     os.insert(os.end(), s.begin() + axis + 1, s.end());
@@ -489,25 +338,25 @@ TEST(Shape, GatherRandom) {
       ic.insert(ic.end(), c.begin() + axis + is.size(), c.end());
       want[i] = xv[linear(ic, s)];
     }
-    expectClose(values(run1("gather", {&x, &ids}, desc(t, os), {{"axis", axis}})), want, 0,
+    expectClose(valuesOf(run1(kReg, "gather", {&x, &ids}, desc(t, os), {{"axis", axis}})), want, 0,
                 "gather " + x.desc().str() + " axis " + std::to_string(axis));
   }
   auto x = iota(DType::F32, {5, 2});
   auto bad = tensor(DType::I64, {2}, {1, 7});
-  expectError([&] { run1("gather", {&x, &bad}, desc(DType::F32, {2, 2}), {{"axis", 0}}); },
+  expectError([&] { run1(kReg, "gather", {&x, &bad}, desc(DType::F32, {2, 2}), {{"axis", 0}}); },
               "gather index 7 is out of range for axis 0 of size 5");
   auto neg = tensor(DType::I32, {1}, {-6});
-  expectError([&] { run1("gather", {&x, &neg}, desc(DType::F32, {1, 2}), {{"axis", 0}}); },
+  expectError([&] { run1(kReg, "gather", {&x, &neg}, desc(DType::F32, {1, 2}), {{"axis", 0}}); },
               "gather index -6 is out of range");
   auto f = tensor(DType::F32, {1}, {0});
-  expectError([&] { run1("gather", {&x, &f}, desc(DType::F32, {1, 2}), {{"axis", 0}}); },
+  expectError([&] { run1(kReg, "gather", {&x, &f}, desc(DType::F32, {1, 2}), {{"axis", 0}}); },
               "i32 or i64");
   auto ok = tensor(DType::I64, {}, {-1});
-  EXPECT_EQ(values(run1("gather", {&x, &ok}, desc(DType::F32, {5}), {{"axis", 1}})),
+  EXPECT_EQ(valuesOf(run1(kReg, "gather", {&x, &ok}, desc(DType::F32, {5}), {{"axis", 1}})),
             (std::vector<double>{1, 3, 5, 7, 9}));
-  expectError([&] { run1("gather", {&x, &ok}, desc(DType::F32, {5, 1}), {{"axis", 1}}); },
+  expectError([&] { run1(kReg, "gather", {&x, &ok}, desc(DType::F32, {5, 1}), {{"axis", 1}}); },
               "should have shape");
-  expectError([&] { run1("gather", {&x, &ok}, desc(DType::F32, {5}), {{"axis", 2}}); },
+  expectError([&] { run1(kReg, "gather", {&x, &ok}, desc(DType::F32, {5}), {{"axis", 2}}); },
               "out of range for rank");
 }
 
@@ -533,7 +382,7 @@ TEST(Shape, GatherElementsRandom) {
     auto ids = tensor(it, is, iv);
     DType t = kSizes[iter % kSizes.size()];
     auto x = iota(t, s);
-    auto xv = values(x);
+    auto xv = valuesOf(x);
     std::vector<double> want(numelOf(is));
     for (int64_t i = 0; i < (int64_t)want.size(); ++i) {
       auto c = coords(i, is);
@@ -541,19 +390,19 @@ TEST(Shape, GatherElementsRandom) {
       c[axis] = k < 0 ? k + s[axis] : k;
       want[i] = xv[linear(c, s)];
     }
-    expectClose(values(run1("gather_elements", {&x, &ids}, desc(t, is), {{"axis", axis}})),
+    expectClose(valuesOf(run1(kReg, "gather_elements", {&x, &ids}, desc(t, is), {{"axis", axis}})),
                 want, 0, "gather_elements " + x.desc().str() + " axis " + std::to_string(axis));
   }
   // Hand-checked: ONNX's test_gather_elements_0.
   auto x = tensor(DType::F32, {2, 2}, {1, 2, 3, 4});
   auto i = tensor(DType::I64, {2, 2}, {0, 0, 1, 0});
-  EXPECT_EQ(values(run1("gather_elements", {&x, &i}, desc(DType::F32, {2, 2}), {{"axis", 1}})),
+  EXPECT_EQ(valuesOf(run1(kReg, "gather_elements", {&x, &i}, desc(DType::F32, {2, 2}), {{"axis", 1}})),
             (std::vector<double>{1, 1, 4, 3}));
   auto bad = tensor(DType::I64, {2, 1}, {0, 2});
-  expectError([&] { run1("gather_elements", {&x, &bad}, desc(DType::F32, {2, 1}), {{"axis", 1}}); },
+  expectError([&] { run1(kReg, "gather_elements", {&x, &bad}, desc(DType::F32, {2, 1}), {{"axis", 1}}); },
               "gather_elements index 2 is out of range for axis 1 of size 2");
   auto wide = tensor(DType::I64, {3, 1}, {0, 0, 0});
-  expectError([&] { run1("gather_elements", {&x, &wide}, desc(DType::F32, {3, 1}), {{"axis", 1}}); },
+  expectError([&] { run1(kReg, "gather_elements", {&x, &wide}, desc(DType::F32, {3, 1}), {{"axis", 1}}); },
               "larger than the input");
 }
 

@@ -6,10 +6,10 @@
 // values (large numbers, -inf, NaN), the ONNX node test data when installed,
 // and malformed specs.
 //===----------------------------------------------------------------------===//
-#include "NormTestUtil.h"
+#include "TestUtil.h"
 
 using namespace kiln::rt;
-using namespace kiln::rt::normtest;
+using namespace kiln::rt::test;
 
 namespace {
 

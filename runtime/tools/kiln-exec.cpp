@@ -9,12 +9,14 @@
 // time. Any error: one line "kiln-exec: <message>" on stderr, exit 1.
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/ToolFlags.h"
 
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -57,47 +59,25 @@ void makeDirs(const std::string &dir) {
 
 int main(int argc, char **argv) {
   std::string plan, outDir = ".";
-  std::vector<std::string> inputs;
-  long repeat = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], flag = a, value;
-    bool inlineValue = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      flag = a.substr(0, a.find('='));
-      value = a.substr(a.find('=') + 1);
-      inlineValue = true;
-    }
-    auto get = [&]() -> std::string {
-      if (inlineValue)
-        return value;
-      if (i + 1 >= argc)
-        die("flag " + flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--input") {
-      inputs.push_back(get());
-    } else if (flag == "--output-dir") {
-      outDir = get();
-    } else if (flag == "--repeat") {
-      std::string v = get();
-      char *end = nullptr;
-      errno = 0;
-      repeat = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno || repeat < 0)
-        die("flag --repeat needs a non-negative integer, got '" + v + "'");
-    } else if (a == "-h" || a == "--help") {
+  std::vector<std::string> inputs, positional;
+  int64_t repeat = 0;
+  rt::FlagParser flags;
+  flags.list("--input", inputs)
+      .text("--output-dir", outDir)
+      .integer("--repeat", repeat, 0, std::numeric_limits<int64_t>::max());
+  try {
+    if (!flags.parse(argc, argv, positional)) {
       usage(stdout);
       return 0;
-    } else if (a.rfind("--", 0) == 0) {
-      die("unknown flag '" + a + "' (see --help)");
-    } else if (plan.empty()) {
-      plan = a;
-    } else {
-      die("unexpected argument '" + a + "' (one plan per run)");
     }
+  } catch (const rt::FlagError &e) {
+    die(e.what());
   }
-  if (plan.empty())
+  if (positional.size() > 1)
+    die("unexpected argument '" + positional[1] + "' (one plan per run)");
+  if (positional.empty())
     die("no plan given (usage: kiln-exec PLAN [--input FILE]...)");
+  plan = positional[0];
 
   std::string err;
   auto prog = rt::Program::loadFile(plan, err);
@@ -127,14 +107,14 @@ int main(int argc, char **argv) {
     die(err);
   if (repeat > 0) {
     auto t0 = std::chrono::steady_clock::now();
-    for (long r = 0; r < repeat; ++r)
+    for (int64_t r = 0; r < repeat; ++r)
       if (!prog->run(in, out, err))
         die(err);
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count() /
                 (double)repeat;
-    std::printf("run: %.3f ms (mean of %ld runs)\n", ms, repeat);
+    std::printf("run: %.3f ms (mean of %lld runs)\n", ms, (long long)repeat);
   }
   makeDirs(outDir);
   for (size_t k = 0; k < out.size(); ++k) {

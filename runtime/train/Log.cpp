@@ -38,13 +38,9 @@ void Logger::openMetrics(const std::string &path, bool resume) {
   if (resume) {
     // Keep whole lines of steps before `first_`; a line cut off by a kill
     // (no newline) or of a later step is dropped.
-    if (FILE *in = std::fopen(path.c_str(), "rb")) {
-      std::string all;
-      char buf[1 << 16];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, in)) > 0)
-        all.append(buf, n);
-      std::fclose(in);
+    // A file that cannot be read is started afresh, as one that is missing.
+    std::string all, readErr;
+    if (readWholeFile(path, all, readErr)) {
       size_t pos = 0;
       while (pos < all.size()) {
         size_t nl = all.find('\n', pos);

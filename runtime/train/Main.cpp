@@ -27,6 +27,7 @@
 #include "Util.h"
 
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/ToolFlags.h"
 
 #include <omp.h>
 
@@ -35,6 +36,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 using namespace kiln;
@@ -81,27 +83,10 @@ struct Options {
   int64_t threads = 0;
 };
 
-int64_t parseCount(const std::string &flag, const std::string &v,
-                   int64_t min) {
-  errno = 0;
-  char *end = nullptr;
-  long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || n < min || v[0] == '+' || v[0] == ' ')
-    fail(flag + " needs " + (min > 0 ? "a positive" : "a non-negative") +
-         " integer, got '" + v + "'");
-  return n;
-}
-
-uint64_t parseSeed(const std::string &v) {
-  errno = 0;
-  char *end = nullptr;
-  if (v.empty() || v[0] == '-' || v[0] == '+' || v[0] == ' ')
-    fail("--seed needs a non-negative integer, got '" + v + "'");
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (*end || errno)
-    fail("--seed needs a non-negative integer, got '" + v + "'");
-  return n;
-}
+// The largest step count: step numbers, epoch × steps-per-epoch and the
+// schedules' arithmetic stay far from int64 overflow.
+constexpr int64_t kMaxSteps = int64_t(1) << 62;
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
 std::pair<std::string, std::string> parseBinding(const std::string &flag,
                                                  const std::string &v) {
@@ -113,70 +98,45 @@ std::pair<std::string, std::string> parseBinding(const std::string &flag,
 
 /// Returns false for --help.
 bool parseArgs(int argc, char **argv, Options &o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], flag = a, value;
-    bool inlineValue = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      flag = a.substr(0, a.find('='));
-      value = a.substr(a.find('=') + 1);
-      inlineValue = true;
-    }
-    auto get = [&]() -> std::string {
-      if (inlineValue)
-        return value;
-      if (i + 1 >= argc)
-        fail(flag + " needs a value");
-      return argv[++i];
-    };
-    auto noValue = [&] {
-      if (inlineValue)
-        fail(flag + " takes no value");
-    };
-    if (flag == "--help" || flag == "-h") {
+  std::vector<std::string> data, evalData, positional;
+  int64_t steps = 0, epochs = 0;
+  bool stepsGiven = false, epochsGiven = false, noShuffle = false;
+  rt::FlagParser flags;
+  flags.list("--data", data)
+      .list("--eval-data", evalData)
+      .integer("--steps", steps, 1, kMaxSteps, &stepsGiven)
+      .integer("--epochs", epochs, 1, kMaxSteps, &epochsGiven)
+      .flag("--no-shuffle", noShuffle)
+      .unsignedInteger("--seed", o.seed, &o.seedGiven)
+      .integer("--log-every", o.logEvery, 0, kNoMax)
+      .text("--metrics", o.metrics)
+      .text("--export-onnx", o.exportOnnx)
+      .text("--checkpoint-dir", o.checkpointDir)
+      .integer("--checkpoint-every", o.checkpointEvery, 1, kNoMax)
+      .integer("--keep-checkpoints", o.keepCheckpoints, 1, kNoMax)
+      .flag("--resume", o.resume)
+      .integer("--eval-every", o.evalEvery, 1, kNoMax)
+      .integer("--threads", o.threads, 1, 1024)
+      .flag("--debug-nan", o.debugNan);
+  try {
+    if (!flags.parse(argc, argv, positional))
       return false;
-    } else if (flag == "--data") {
-      o.data.push_back(parseBinding(flag, get()));
-    } else if (flag == "--eval-data") {
-      o.evalData.push_back(parseBinding(flag, get()));
-    } else if (flag == "--steps") {
-      o.steps = parseCount(flag, get(), 1);
-    } else if (flag == "--epochs") {
-      o.epochs = parseCount(flag, get(), 1);
-    } else if (flag == "--no-shuffle") {
-      noValue();
-      o.shuffle = false;
-      o.noShuffleGiven = true;
-    } else if (flag == "--seed") {
-      o.seed = parseSeed(get());
-      o.seedGiven = true;
-    } else if (flag == "--log-every") {
-      o.logEvery = parseCount(flag, get(), 0);
-    } else if (flag == "--metrics") {
-      o.metrics = get();
-    } else if (flag == "--export-onnx") {
-      o.exportOnnx = get();
-    } else if (flag == "--checkpoint-dir") {
-      o.checkpointDir = get();
-    } else if (flag == "--checkpoint-every") {
-      o.checkpointEvery = parseCount(flag, get(), 1);
-    } else if (flag == "--keep-checkpoints") {
-      o.keepCheckpoints = parseCount(flag, get(), 1);
-    } else if (flag == "--resume") {
-      noValue();
-      o.resume = true;
-    } else if (flag == "--eval-every") {
-      o.evalEvery = parseCount(flag, get(), 1);
-    } else if (flag == "--threads") {
-      o.threads = parseCount(flag, get(), 1);
-    } else if (flag == "--debug-nan") {
-      noValue();
-      o.debugNan = true;
-    } else if (a.rfind("-", 0) == 0) {
-      fail("unknown flag '" + flag + "' (see --help)");
-    } else {
-      fail("unexpected argument '" + a + "' (inputs are given as --data NAME=FILE.npy)");
-    }
+  } catch (const rt::FlagError &e) {
+    fail(e.what());
   }
+  if (!positional.empty())
+    fail("unexpected argument '" + positional[0] +
+         "' (inputs are given as --data NAME=FILE.npy)");
+  for (const std::string &d : data)
+    o.data.push_back(parseBinding("--data", d));
+  for (const std::string &d : evalData)
+    o.evalData.push_back(parseBinding("--eval-data", d));
+  if (stepsGiven)
+    o.steps = steps;
+  if (epochsGiven)
+    o.epochs = epochs;
+  o.shuffle = !noShuffle;
+  o.noShuffleGiven = noShuffle;
   if (o.steps && o.epochs)
     fail("give --steps or --epochs, not both");
   if (!o.steps && !o.epochs)
@@ -319,7 +279,13 @@ int runTraining(int argc, char **argv) {
   }
 
   const int64_t spe = data.stepsPerEpoch();
-  const int64_t total = opt.steps ? *opt.steps : *opt.epochs * spe;
+  int64_t total = 0;
+  if (opt.steps)
+    total = *opt.steps;
+  else if (__builtin_mul_overflow(*opt.epochs, spe, &total) || total > kMaxSteps)
+    fail("--epochs " + std::to_string(*opt.epochs) + " of " +
+         std::to_string(spe) + " steps each is more than " +
+         std::to_string(kMaxSteps) + " steps");
   TrainPosition pos;
   pos.seed = opt.seed;
   pos.shuffle = opt.shuffle;

@@ -1,130 +1,80 @@
-//===- Sha256.cpp - SHA-256 (FIPS 180-4) ------------------------*- C++ -*-===//
+//===- Sha256.cpp - SHA-256 (FIPS 180-4) through libcrypto ------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 #include "Sha256.h"
 
-#include <algorithm>
+#include <openssl/evp.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <new>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace kiln::train {
 
 namespace {
 
-constexpr uint32_t kK[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-    0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-    0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-    0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-    0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-} // namespace
-
-Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f,
-         0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::block(const uint8_t *p) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-           (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5],
-           g = h_[6], h = h_[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-    uint32_t ch = (e & f) ^ (~e & g);
-    uint32_t t1 = h + s1 + ch + kK[i] + w[i];
-    uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-    uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-    uint32_t t2 = s0 + maj;
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h_[0] += a;
-  h_[1] += b;
-  h_[2] += c;
-  h_[3] += d;
-  h_[4] += e;
-  h_[5] += f;
-  h_[6] += g;
-  h_[7] += h;
-}
-
-void Sha256::update(const void *data, size_t size) {
-  const uint8_t *p = static_cast<const uint8_t *>(data);
-  total_ += size;
-  if (used_) {
-    size_t take = std::min(size, sizeof buf_ - used_);
-    std::memcpy(buf_ + used_, p, take);
-    used_ += take;
-    p += take;
-    size -= take;
-    if (used_ < sizeof buf_)
-      return;
-    block(buf_);
-    used_ = 0;
-  }
-  for (; size >= 64; p += 64, size -= 64)
-    block(p);
-  if (size) {
-    std::memcpy(buf_, p, size);
-    used_ = size;
-  }
-}
-
-std::string Sha256::hexDigest() {
-  uint64_t bits = total_ * 8;
-  uint8_t pad[72] = {0x80};
-  size_t padLen = (used_ < 56 ? 56 - used_ : 120 - used_);
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i)
-    len[i] = (uint8_t)(bits >> (56 - 8 * i));
-  update(pad, padLen);
-  update(len, 8);
+std::string toHex(const unsigned char *d, unsigned n) {
   static const char *kHex = "0123456789abcdef";
   std::string out;
-  for (uint32_t v : h_)
-    for (int s = 28; s >= 0; s -= 4)
-      out.push_back(kHex[(v >> s) & 0xf]);
+  out.reserve(2 * n);
+  for (unsigned i = 0; i < n; ++i) {
+    out.push_back(kHex[d[i] >> 4]);
+    out.push_back(kHex[d[i] & 0xf]);
+  }
   return out;
 }
 
+// libcrypto fails only when it cannot allocate or is misconfigured (no
+// SHA-256 provider): neither is a user error, and a digest must never be
+// made up, so both abort the run through an exception.
+void check(int ok, const char *what) {
+  if (ok != 1)
+    throw std::runtime_error(std::string("libcrypto: ") + what + " failed");
+}
+
+} // namespace
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_)
+    throw std::bad_alloc();
+  if (EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx_);
+    check(0, "EVP_DigestInit_ex(sha256)");
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(ctx_); }
+
+void Sha256::update(const void *data, size_t size) {
+  if (size)
+    check(EVP_DigestUpdate(ctx_, data, size), "EVP_DigestUpdate");
+}
+
+std::string Sha256::hexDigest() {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  check(EVP_DigestFinal_ex(ctx_, d, &n), "EVP_DigestFinal_ex");
+  return toHex(d, n);
+}
+
 std::string sha256Hex(const void *data, size_t size) {
-  Sha256 h;
-  h.update(data, size);
-  return h.hexDigest();
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  check(EVP_Digest(data, size, d, &n, EVP_sha256(), nullptr), "EVP_Digest");
+  return toHex(d, n);
 }
 
 bool sha256File(const std::string &path, std::string &hex, uint64_t &bytes,
                 std::string &err) {
+  Sha256 h; // first: it may throw, and then no descriptor is open
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     err = path + ": " + std::strerror(errno);
     return false;
   }
-  Sha256 h;
   bytes = 0;
   static thread_local char buf[1 << 16];
   for (;;) {

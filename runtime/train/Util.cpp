@@ -30,91 +30,6 @@ std::string typeStr(rt::DType dtype, const std::vector<int64_t> &shape) {
 
 std::string lastError() { return std::strerror(errno); }
 
-namespace {
-
-bool writeAll(int fd, std::string_view data) {
-  const char *p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
-  return true;
-}
-
-} // namespace
-
-bool writeFileSynced(const std::string &path, std::string_view data,
-                     std::string &err) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    err = path + ": " + lastError();
-    return false;
-  }
-  if (!writeAll(fd, data) || ::fsync(fd) != 0) {
-    err = path + ": write error: " + lastError();
-    ::close(fd);
-    return false;
-  }
-  if (::close(fd) != 0) {
-    err = path + ": " + lastError();
-    return false;
-  }
-  return true;
-}
-
-bool fsyncPath(const std::string &path, std::string &err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    err = path + ": " + lastError();
-    return false;
-  }
-  // Some file systems refuse fsync on a directory (EINVAL): not an error.
-  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    err = path + ": fsync failed: " + lastError();
-    ::close(fd);
-    return false;
-  }
-  ::close(fd);
-  return true;
-}
-
-bool writeFileAtomic(const std::string &path,
-                     const std::vector<std::string_view> &parts,
-                     std::string &err) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    err = path + ": cannot create " + tmp + ": " + lastError();
-    return false;
-  }
-  for (std::string_view part : parts)
-    if (!writeAll(fd, part)) {
-      err = path + ": write error: " + lastError();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-  if (::fsync(fd) != 0) {
-    err = path + ": fsync failed: " + lastError();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = path + ": " + lastError();
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return fsyncPath(parentDir(path), err);
-}
-
 bool makeDirs(const std::string &path, std::string &err) {
   if (path.empty())
     return true;
@@ -157,18 +72,6 @@ bool isDirectory(const std::string &path) {
 bool pathExists(const std::string &path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-std::string parentDir(const std::string &path) {
-  size_t end = path.size();
-  while (end > 1 && path[end - 1] == '/')
-    --end;
-  size_t slash = path.rfind('/', end - 1);
-  if (slash == std::string::npos)
-    return ".";
-  if (slash == 0)
-    return "/";
-  return path.substr(0, slash);
 }
 
 std::vector<std::string> listDir(const std::string &path) {

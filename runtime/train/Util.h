@@ -2,12 +2,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // kiln-train reports every user error as one line on stderr and exits 1:
-// the parts throw UserError with that line and main prints it. The file
-// helpers write atomically (PATH.tmp, fsync, rename, fsync of the parent).
+// the parts throw UserError with that line and main prints it. Files are
+// written and read through the runtime's FileIO.h (atomic writes).
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_UTIL_H
 #define KILN_TRAIN_UTIL_H
 
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Tensor.h"
 
 #include <cstdint>
@@ -33,23 +34,18 @@ std::string typeStr(rt::DType dtype, const std::vector<int64_t> &shape);
 /// strerror(errno) of the calling thread's last error.
 std::string lastError();
 
-/// Writes `parts` to PATH.tmp, fsyncs it, renames it to PATH and fsyncs the
-/// directory. False with `err` ("PATH: why") on failure (nothing left behind).
-bool writeFileAtomic(const std::string &path,
-                     const std::vector<std::string_view> &parts,
-                     std::string &err);
-/// Writes a file and fsyncs it (no rename).
-bool writeFileSynced(const std::string &path, std::string_view data,
-                     std::string &err);
-bool fsyncPath(const std::string &path, std::string &err);
+using rt::fsyncPath;
+using rt::parentDir;
+using rt::readWholeFile;
+using rt::writeFileAtomic;
+using rt::writeFileSynced;
+
 /// mkdir -p.
 bool makeDirs(const std::string &path, std::string &err);
 /// rm -rf of a directory tree (no symlinks followed).
 void removeTree(const std::string &path);
 bool isDirectory(const std::string &path);
 bool pathExists(const std::string &path);
-/// The directory part of a path ("." when there is none).
-std::string parentDir(const std::string &path);
 /// Names of the entries of a directory (no "." or ".."); empty on error.
 std::vector<std::string> listDir(const std::string &path);
 

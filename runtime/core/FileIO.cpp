@@ -1,0 +1,153 @@
+//===- FileIO.cpp - whole-file reads and atomic writes ----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "kiln/runtime/FileIO.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <new>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kiln::rt {
+
+namespace {
+
+std::string why(int e) { return std::strerror(e); }
+
+bool writeAll(int fd, std::string_view data) {
+  const char *p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  return true;
+}
+
+} // namespace
+
+std::string parentDir(const std::string &path) {
+  size_t end = path.size();
+  while (end > 1 && path[end - 1] == '/')
+    --end;
+  if (end == 0)
+    return ".";
+  size_t slash = path.rfind('/', end - 1);
+  if (slash == std::string::npos)
+    return ".";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+bool fsyncPath(const std::string &path, std::string &err) noexcept {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    err = path + ": " + why(errno);
+    return false;
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    err = path + ": fsync failed: " + why(errno);
+    ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+bool writeFileSynced(const std::string &path, std::string_view data,
+                     std::string &err) noexcept {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    err = path + ": " + why(errno);
+    return false;
+  }
+  if (!writeAll(fd, data) || ::fsync(fd) != 0) {
+    err = path + ": write error: " + why(errno);
+    ::close(fd);
+    return false;
+  }
+  if (::close(fd) != 0) {
+    err = path + ": " + why(errno);
+    return false;
+  }
+  return true;
+}
+
+bool writeFileAtomic(const std::string &path,
+                     const std::vector<std::string_view> &parts,
+                     std::string &err, unsigned mode) noexcept {
+  // The temporary lives next to PATH: rename is atomic only within one file
+  // system, and a fixed name means a crashed writer's leftover is replaced by
+  // the next write instead of piling up. It is created afresh (O_EXCL) so
+  // that it gets `mode` and a link planted under its name is not followed.
+  std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                  (mode_t)mode);
+  if (fd < 0) {
+    err = path + ": cannot create " + tmp + ": " + why(errno);
+    return false;
+  }
+  auto bail = [&](const char *what) {
+    err = path + ": " + what + ": " + why(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
+  };
+  for (std::string_view part : parts)
+    if (!writeAll(fd, part))
+      return bail("write error");
+  if (::fsync(fd) != 0)
+    return bail("fsync failed");
+  if (::close(fd) != 0) {
+    err = path + ": close failed: " + why(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = path + ": cannot rename " + tmp + ": " + why(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  // The rename is durable only once the directory entry is on disk.
+  return fsyncPath(parentDir(path), err);
+}
+
+bool readWholeFile(const std::string &path, std::string &bytes,
+                   std::string &err) noexcept {
+  try {
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+      err = path + ": " + why(errno);
+      return false;
+    }
+    errno = 0;
+    bytes.clear();
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      bytes.append(buf, n);
+    int bad = std::ferror(f) ? (errno ? errno : EIO) : 0;
+    std::fclose(f);
+    if (bad) {
+      err = path + ": read error: " + why(bad);
+      return false;
+    }
+    return true;
+  } catch (const std::bad_alloc &) {
+    err = path + ": out of memory reading the file";
+    return false;
+  }
+}
+
+} // namespace kiln::rt
