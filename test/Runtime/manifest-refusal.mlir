@@ -19,7 +19,7 @@
 // An attribute of the wrong type.
 // RUN: LC_ALL=C sed 's/"alpha":0.5/"alpha":"x"/' %t.plan > %t.type.plan
 // RUN: not %kiln_bin/kiln-exec %t.type.plan 2>&1 | FileCheck %s --check-prefix=TYPE
-// TYPE: kiln-exec: step 1 ('leaky_relu' at relu_node): attribute 'alpha' is "x", the kernel manifest declares a float
+// TYPE: kiln-exec: step 1 ('leaky_relu' at relu_node): attribute 'alpha' is of JSON type string, the kernel manifest declares a float
 
 func.func @forward(%x: tensor<2x3xf32> {onnx.name = "x"}) -> tensor<2x3xf32> {
   %0 = kiln.add %x, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32> loc("add_node")
