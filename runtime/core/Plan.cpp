@@ -240,9 +240,9 @@ void checkStepAttrs(size_t index, const PlanStep &step) {
            "' by the kernel manifest");
     // The JSON type, not the value: a value may nest too deep to print.
     if (!hasType(it.value(), decl->type))
-      fail(stepLabel(index, step) + ": attribute '" + it.key() + "' is of JSON type " +
-           it.value().type_name() + ", the kernel manifest declares " +
-           manifest::typeName(decl->type));
+      fail(stepLabel(index, step) + ": attribute '" + it.key() +
+           "' is of JSON type " + it.value().type_name() +
+           ", the kernel manifest declares " + manifest::typeName(decl->type));
   }
 }
 
