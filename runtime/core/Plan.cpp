@@ -238,14 +238,11 @@ void checkStepAttrs(size_t index, const PlanStep &step) {
       fail(stepLabel(index, step) + ": attribute '" + it.key() +
            "' is not declared for kernel '" + step.kernel +
            "' by the kernel manifest");
-    if (!hasType(it.value(), decl->type)) {
-      std::string got = it.value().dump();
-      if (got.size() > 40)
-        got = got.substr(0, 37) + "...";
-      fail(stepLabel(index, step) + ": attribute '" + it.key() + "' is " +
-           got + ", the kernel manifest declares " +
-           manifest::typeName(decl->type));
-    }
+    // The JSON type, not the value: a value may nest too deep to print.
+    if (!hasType(it.value(), decl->type))
+      fail(stepLabel(index, step) + ": attribute '" + it.key() +
+           "' is of JSON type " + it.value().type_name() +
+           ", the kernel manifest declares " + manifest::typeName(decl->type));
   }
 }
 

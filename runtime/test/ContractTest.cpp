@@ -1,4 +1,4 @@
-//===- ContractTest.cpp - the kernel manifest against the targets -*- C++ -*-===//
+//===- ContractTest.cpp - the kernel manifest against targets -*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // The compiler-runtime contract (KernelManifest.h): every kernel a plan may
@@ -195,11 +195,11 @@ TEST(Contract, PlanLoadChecksAttributes) {
             "step 0 ('leaky_relu' at /Node_7): attribute 'beta' is not "
             "declared for kernel 'leaky_relu' by the kernel manifest");
   EXPECT_EQ(loadOneStep("leaky_relu", {{"alpha", "big"}}),
-            "step 0 ('leaky_relu' at /Node_7): attribute 'alpha' is \"big\", "
-            "the kernel manifest declares a float");
+            "step 0 ('leaky_relu' at /Node_7): attribute 'alpha' is of JSON "
+            "type string, the kernel manifest declares a float");
   EXPECT_EQ(loadOneStep("softmax", {{"axis", {1}}}),
-            "step 0 ('softmax' at /Node_7): attribute 'axis' is [1], the "
-            "kernel manifest declares an integer");
+            "step 0 ('softmax' at /Node_7): attribute 'axis' is of JSON type "
+            "array, the kernel manifest declares an integer");
   EXPECT_EQ(loadOneStep("no_such_kernel", json::object()),
             "step 0: no CPU kernel 'no_such_kernel'");
 }
