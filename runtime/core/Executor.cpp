@@ -197,8 +197,8 @@ void ProgramImpl::build(const KernelRegistry &registry) {
     const KernelFactory *factory = registry.find(ps.kernel);
     if (!factory)
       throw Error("step " + std::to_string(s) + ": no " +
-                  deviceKindName(device->kind()) + " kernel '" + ps.kernel +
-                  "'");
+                  (device->kind() == DeviceKind::Cpu ? "CPU" : "CUDA") +
+                  " kernel '" + ps.kernel + "'");
     KernelSpec spec;
     spec.kernel = ps.kernel;
     spec.loc = ps.loc;
