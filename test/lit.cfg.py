@@ -1,6 +1,7 @@
 # -*- Python -*-
 # lit configuration for check-kiln.
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -29,3 +30,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
 tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests", "kiln-train-tests"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# qemu-user runs the runtime on an emulated CPU without AVX-512
+# (test/Runtime/portable-baseline.test).
+if shutil.which("qemu-x86_64"):
+    config.available_features.add("qemu-x86_64")

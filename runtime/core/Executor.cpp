@@ -2,13 +2,18 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // A Program owns its arena (one 64-byte-aligned allocation, made at load), a
-// copy of the plan's data blob (constants point into it) and one tensor per
-// parameter (initialised from the blob, persistent across runs). Every step's
+// copy of the plan's data blob (constants point into it) and one buffer per
+// parameter (initialised from the blob, persistent across runs), all from its
+// device's allocator (Device.h) and so in the device's memory. Every step's
 // input and output pointer arrays are computed at load; only the pointers of
-// caller inputs are bound per run. Nothing here throws out of the public API.
+// caller inputs are bound per run: the caller's host data itself on a device
+// the host can address (the CPU: no copy), else a device staging buffer the
+// input is copied into. Outputs and parameters come back through the
+// device's copies. Nothing here throws out of the public API.
 //===----------------------------------------------------------------------===//
 #include "PlanInternal.h"
 
+#include "kiln/runtime/Device.h"
 #include "kiln/runtime/Kernel.h"
 #include "kiln/runtime/Runtime.h"
 
@@ -29,33 +34,6 @@ using detail::PlanValue;
 using detail::ValueKind;
 
 namespace {
-
-/// Zeroed storage with the given alignment (calloc keeps large, untouched
-/// arenas lazily mapped).
-class AlignedBuffer {
-public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer &) = delete;
-  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
-  ~AlignedBuffer() { std::free(raw_); }
-
-  void allocate(size_t bytes, size_t alignment) {
-    std::free(raw_);
-    raw_ = std::calloc(bytes + alignment, 1);
-    if (!raw_)
-      throw std::bad_alloc();
-    uintptr_t p = reinterpret_cast<uintptr_t>(raw_);
-    data_ = reinterpret_cast<uint8_t *>((p + alignment - 1) / alignment * alignment);
-    size_ = bytes;
-  }
-  uint8_t *data() const { return data_; }
-  size_t size() const { return size_; }
-
-private:
-  void *raw_ = nullptr;
-  uint8_t *data_ = nullptr;
-  size_t size_ = 0;
-};
 
 std::string oneLine(std::string s) {
   for (char &c : s)
@@ -81,14 +59,26 @@ public:
     std::vector<std::pair<size_t, size_t>> inputSlots;
   };
 
+  /// A parameter's persistent value, in the device's memory.
+  struct Param {
+    TensorDesc desc;
+    DeviceBuffer buf;
+  };
+
   ParsedPlan plan;
+  std::shared_ptr<Device> device; // set before build
+  Stream *stream = nullptr;
   std::vector<TensorDesc> inputDescs, outputDescs;
   std::vector<std::string> inputNames;
-  AlignedBuffer arena, blob;
-  std::vector<HostTensor> params;       // in plan order
+  DeviceBuffer arena, blob;
+  std::vector<Param> params;            // in plan order
   std::vector<size_t> paramValue;       // value index of params[k]
   std::unordered_map<std::string, size_t> paramByName;
   std::vector<uint8_t *> ptr;           // per value; null for input-rooted
+  /// Per caller input, where the steps read it: the caller's data on a
+  /// host-accessible device, else a device copy (staged[k], made at load).
+  std::vector<const void *> bound;
+  std::vector<DeviceBuffer> staged;
   std::vector<Step> steps;
   ExecContext ctx;
 
@@ -112,9 +102,9 @@ private:
 public:
 
 private:
-  const void *inputPtr(const std::vector<const HostTensor *> &inputs,
-                       int64_t value) const {
-    return inputs[plan.values[plan.values[value].root].index]->data();
+  /// The bound data of the input value `value` is rooted at.
+  const void *inputPtr(int64_t value) const {
+    return bound[plan.values[plan.values[value].root].index];
   }
 };
 
@@ -145,11 +135,17 @@ ProgramImpl::~ProgramImpl() {
 
 void ProgramImpl::build(const KernelRegistry &registry) {
   const size_t alignment = std::max<size_t>(64, plan.alignment);
-  blob.allocate(plan.blob.size(), 64);
+  Allocator &alloc = device->allocator();
+  stream = &device->defaultStream();
+  ctx.device = device.get();
+  ctx.stream = stream;
+  ctx.allocator = &alloc;
+  blob = DeviceBuffer(alloc, plan.blob.size(), 64);
   if (!plan.blob.empty())
-    std::memcpy(blob.data(), plan.blob.data(), plan.blob.size());
+    device->copyToDevice(blob.data(), plan.blob.data(), plan.blob.size(),
+                         *stream);
   std::string().swap(plan.blob);
-  arena.allocate(plan.arenaBytes, alignment);
+  arena = DeviceBuffer(alloc, plan.arenaBytes, alignment);
 
   ptr.assign(plan.values.size(), nullptr);
   for (size_t i = 0; i < plan.values.size(); ++i) {
@@ -158,13 +154,17 @@ void ProgramImpl::build(const KernelRegistry &registry) {
     case ValueKind::Input:
       break;
     case ValueKind::Param: {
-      HostTensor t(v.desc);
+      // Whole 64-byte lines, never empty, as the host tensors that held
+      // parameters before the device seam were.
+      Param p{v.desc,
+              DeviceBuffer(alloc, std::max<size_t>(64, (v.bytes + 63) / 64 * 64), 64)};
       if (v.bytes)
-        std::memcpy(t.data(), blob.data() + v.dataOffset, v.bytes);
+        device->copyOnDevice(p.buf.data(), blob.data() + v.dataOffset, v.bytes,
+                             *stream);
       paramByName.emplace(v.name, params.size());
       paramValue.push_back(i);
-      ptr[i] = static_cast<uint8_t *>(t.data());
-      params.push_back(std::move(t));
+      ptr[i] = p.buf.data();
+      params.push_back(std::move(p));
       break;
     }
     case ValueKind::Constant:
@@ -186,14 +186,19 @@ void ProgramImpl::build(const KernelRegistry &registry) {
   }
   for (int64_t idx : plan.outputs)
     outputDescs.push_back(plan.values[idx].desc);
+  bound.assign(plan.inputs.size(), nullptr);
+  if (!device->hostAccessible())
+    for (int64_t idx : plan.inputs)
+      staged.emplace_back(alloc, plan.values[idx].desc.bytes(), alignment);
 
   steps.resize(plan.steps.size());
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep &ps = plan.steps[s];
     const KernelFactory *factory = registry.find(ps.kernel);
     if (!factory)
-      throw Error("step " + std::to_string(s) + ": no CPU kernel '" +
-                  ps.kernel + "'");
+      throw Error("step " + std::to_string(s) + ": no " +
+                  (device->kind() == DeviceKind::Cpu ? "CPU" : "CUDA") +
+                  " kernel '" + ps.kernel + "'");
     KernelSpec spec;
     spec.kernel = ps.kernel;
     spec.loc = ps.loc;
@@ -255,6 +260,7 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
       for (; s < steps.size(); ++s) {
         auto t0 = std::chrono::steady_clock::now();
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+        stream->synchronize(); // a device kernel has only been issued
         stepSeconds[s] += std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - t0)
                               .count();
@@ -272,9 +278,9 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
   for (int64_t idx : plan.outputs) {
     const PlanValue &v = plan.values[idx];
     HostTensor t(v.desc);
-    const void *src = ptr[idx] ? ptr[idx] : inputPtr(inputs, idx);
+    const void *src = ptr[idx] ? ptr[idx] : inputPtr(idx);
     if (v.bytes)
-      std::memcpy(t.data(), src, v.bytes);
+      device->copyToHost(t.data(), src, v.bytes, *stream);
     result.push_back(std::move(t));
   }
   outputs = std::move(result);
@@ -284,9 +290,20 @@ void ProgramImpl::bindInputs(const std::vector<const HostTensor *> &inputs) {
   std::string bad = checkInputs(inputs);
   if (!bad.empty())
     throw Error(bad);
+  if (device->hostAccessible()) {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      bound[k] = inputs[k]->data();
+  } else {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (inputs[k]->bytes())
+        device->copyToDevice(staged[k].data(), inputs[k]->data(),
+                             inputs[k]->bytes(), *stream);
+      bound[k] = staged[k].data();
+    }
+  }
   for (Step &st : steps)
     for (auto [pos, k] : st.inputSlots)
-      st.in[pos] = inputs[k]->data();
+      st.in[pos] = bound[k];
 }
 
 void ProgramImpl::failAtStep(size_t s) const {
@@ -340,28 +357,31 @@ ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
   bindInputs(inputs);
   // The steps write into the parameters (optimizer updates): keep their
   // values and put them back however the run ends.
-  std::vector<HostTensor> saved;
+  std::vector<DeviceBuffer> saved;
   saved.reserve(params.size());
-  for (const HostTensor &p : params) {
-    HostTensor t(p.desc());
-    if (p.bytes())
-      std::memcpy(t.data(), p.data(), p.bytes());
-    saved.push_back(std::move(t));
+  for (const Param &p : params) {
+    saved.emplace_back(device->allocator(), p.desc.bytes(), 64);
+    if (p.desc.bytes())
+      device->copyOnDevice(saved.back().data(), p.buf.data(), p.desc.bytes(),
+                           *stream);
   }
   struct Restore {
-    std::vector<HostTensor> &from, &to;
+    ProgramImpl &impl;
+    std::vector<DeviceBuffer> &from;
     ~Restore() {
-      for (size_t k = 0; k < to.size(); ++k)
-        if (to[k].bytes())
-          std::memcpy(to[k].data(), from[k].data(), to[k].bytes());
+      for (size_t k = 0; k < from.size(); ++k)
+        if (from[k].size())
+          impl.device->copyOnDevice(impl.params[k].buf.data(), from[k].data(),
+                                    from[k].size(), *impl.stream);
     }
-  } restore{saved, params};
+  } restore{*this, saved};
 
   // A non-finite value fed in is the data's fault, not an op's.
   for (size_t k = 0; k < inputs.size(); ++k)
     if (isFloat(inputs[k]->dtype()) &&
         hasNonFinite(inputs[k]->dtype(), inputs[k]->data(), inputs[k]->bytes()))
       return "input '" + inputNames[k] + "'";
+  std::vector<uint8_t> host; // a device's output, copied to look at
   for (size_t s = 0; s < steps.size(); ++s) {
     try {
       steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
@@ -371,8 +391,17 @@ ProgramImpl::findNonFinite(const std::vector<const HostTensor *> &inputs) {
     const PlanStep &ps = plan.steps[s];
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
       const PlanValue &v = plan.values[ps.outputs[k]];
-      if (isFloat(v.desc.dtype) && steps[s].out[k] &&
-          hasNonFinite(v.desc.dtype, steps[s].out[k], v.bytes))
+      if (!isFloat(v.desc.dtype) || !steps[s].out[k])
+        continue;
+      const void *data = steps[s].out[k];
+      if (!device->hostAccessible()) {
+        host.resize(v.bytes);
+        device->copyToHost(host.data(), data, v.bytes, *stream);
+        data = host.data();
+      } else {
+        stream->synchronize();
+      }
+      if (hasNonFinite(v.desc.dtype, data, v.bytes))
         return detail::stepLabel(s, ps);
     }
   }
@@ -394,10 +423,22 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size,
 std::unique_ptr<Program> Program::load(const void *data, size_t size,
                                        std::string &err,
                                        const KernelRegistry *registry) noexcept {
+  LoadOptions opts;
+  opts.registry = registry;
+  return load(data, size, err, opts);
+}
+
+std::unique_ptr<Program> Program::load(const void *data, size_t size,
+                                       std::string &err,
+                                       const LoadOptions &opts) noexcept {
   try {
+    std::shared_ptr<Device> device = opts.deviceObject;
+    if (!device && !(device = openDevice(opts.device, err)))
+      return nullptr;
     std::unique_ptr<Program> p(new Program());
     detail::parsePlan(data, size, p->impl_->plan);
-    p->impl_->build(registry ? *registry : KernelRegistry::cpu());
+    p->impl_->device = device;
+    p->impl_->build(opts.registry ? *opts.registry : device->kernels());
     err.clear();
     return p;
   } catch (const Error &e) {
@@ -420,6 +461,14 @@ std::unique_ptr<Program> Program::loadFile(const std::string &path,
 std::unique_ptr<Program> Program::loadFile(const std::string &path,
                                            std::string &err,
                                            const KernelRegistry *registry) noexcept {
+  LoadOptions opts;
+  opts.registry = registry;
+  return loadFile(path, err, opts);
+}
+
+std::unique_ptr<Program> Program::loadFile(const std::string &path,
+                                           std::string &err,
+                                           const LoadOptions &opts) noexcept {
   try {
     std::FILE *f = std::fopen(path.c_str(), "rb");
     if (!f) {
@@ -438,7 +487,7 @@ std::unique_ptr<Program> Program::loadFile(const std::string &path,
       err = path + ": read error: " + std::strerror(bad);
       return nullptr;
     }
-    auto p = load(bytes.data(), bytes.size(), err, registry);
+    auto p = load(bytes.data(), bytes.size(), err, opts);
     if (!p)
       err = path + ": " + err;
     return p;
@@ -464,6 +513,7 @@ const std::vector<std::string> &Program::outputNames() const {
 }
 size_t Program::arenaBytes() const { return impl_->plan.arenaBytes; }
 size_t Program::numSteps() const { return impl_->steps.size(); }
+std::string Program::deviceName() const { return impl_->device->name(); }
 
 bool Program::run(const std::vector<const HostTensor *> &inputs,
                   std::vector<HostTensor> &outputs, std::string &err) noexcept {
@@ -503,7 +553,7 @@ bool Program::getParamDesc(const std::string &name, TensorDesc &desc) const {
   auto it = impl_->paramByName.find(name);
   if (it == impl_->paramByName.end())
     return false;
-  desc = impl_->params[it->second].desc();
+  desc = impl_->params[it->second].desc;
   return true;
 }
 
@@ -515,10 +565,11 @@ bool Program::getParam(const std::string &name, HostTensor &out,
       err = "the model has no parameter '" + name + "'";
       return false;
     }
-    const HostTensor &p = impl_->params[it->second];
-    HostTensor t(p.desc());
-    if (p.bytes())
-      std::memcpy(t.data(), p.data(), p.bytes());
+    const ProgramImpl::Param &p = impl_->params[it->second];
+    HostTensor t(p.desc);
+    if (p.desc.bytes())
+      impl_->device->copyToHost(t.data(), p.buf.data(), p.desc.bytes(),
+                                *impl_->stream);
     out = std::move(t);
     err.clear();
     return true;
@@ -536,18 +587,19 @@ bool Program::setParam(const std::string &name, const HostTensor &value,
       err = "the model has no parameter '" + name + "'";
       return false;
     }
-    HostTensor &p = impl_->params[it->second];
-    if (value.desc() != p.desc()) {
-      err = "parameter '" + name + "' has type " + p.desc().str() +
+    ProgramImpl::Param &p = impl_->params[it->second];
+    if (value.desc() != p.desc) {
+      err = "parameter '" + name + "' has type " + p.desc.str() +
             ", the value has type " + value.desc().str();
       return false;
     }
-    if (p.bytes()) {
+    if (p.desc.bytes()) {
       if (!value.data()) {
         err = "the value for parameter '" + name + "' has no data";
         return false;
       }
-      std::memmove(p.data(), value.data(), p.bytes());
+      impl_->device->copyToDevice(p.buf.data(), value.data(), p.desc.bytes(),
+                                  *impl_->stream);
     }
     err.clear();
     return true;

@@ -3,11 +3,26 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/Tensor.h"
 
+#include "kiln/runtime/Device.h"
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 namespace kiln::rt {
+
+const char *deviceKindName(DeviceKind k) {
+  switch (k) {
+  case DeviceKind::Cpu: return "cpu";
+  case DeviceKind::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::string MemorySpace::str() const {
+  return std::string(deviceKindName(kind)) + ":" + std::to_string(index);
+}
 
 std::string TensorDesc::str() const {
   std::string s = dtypeName(dtype);
@@ -21,16 +36,12 @@ std::string TensorDesc::str() const {
 }
 
 HostTensor::HostTensor(TensorDesc desc) : desc_(std::move(desc)) {
-  size_t n = desc_.bytes();
-  size_t alloc = ((n + 63) / 64) * 64;
-  if (alloc == 0)
-    alloc = 64;
-  void *p = std::aligned_alloc(64, alloc);
-  if (!p)
-    throw std::bad_alloc();
-  std::memset(p, 0, alloc);
+  // Whole 64-byte lines, never empty (as before the allocator seam).
+  size_t alloc = std::max<size_t>(64, (desc_.bytes() + 63) / 64 * 64);
+  Allocator &a = hostAllocator();
+  void *p = a.allocate(alloc, 64);
   data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
-                                   [](uint8_t *q) { std::free(q); });
+                                   [&a](uint8_t *q) { a.deallocate(q); });
 }
 
 } // namespace kiln::rt

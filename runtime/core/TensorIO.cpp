@@ -4,6 +4,9 @@
 // Readers check every size and offset against the file before touching data;
 // writers go through writeFileAtomic (FileIO.h) so that a crash never leaves
 // a half-written file under the real name. Every message names the file.
+// Tensors read and written here are HostTensors, whose storage comes from
+// the device seam's host allocator (Device.h); device-resident data reaches
+// a file only after a Device's copyToHost (Program::getParam does that).
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Kernel.h"

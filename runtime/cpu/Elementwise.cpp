@@ -359,7 +359,7 @@ Walk broadcastWalk(const KernelSpec &spec) {
 }
 
 template <typename T, typename R, typename Op, bool SA, bool SB>
-inline void binaryRun(const T *a, const T *b, R *o, int64_t n, Op op) {
+KILN_DISPATCH void binaryRun(const T *a, const T *b, R *o, int64_t n, Op op) {
   for (int64_t i = 0; i < n; ++i)
     store(o, i, castValue<R>(op(load(a, SA ? i : 0), load(b, SB ? i : 0))));
 }

@@ -13,7 +13,9 @@
 //    operands, with size-1 dims dropped and mergeable dims merged at factory
 //    time, visited as contiguous innermost runs by an odometer (no index
 //    division in the hot loop); used for broadcasting, transposes, slices;
-//  - parallelRange: a static OpenMP split of [0, n) when the work is big.
+//  - parallelRange: a static OpenMP split of [0, n) when the work is big;
+//  - KILN_DISPATCH: AVX-512 and baseline clones of a function, picked once
+//    at load time by the CPU it runs on.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_CPU_LOOPS_H
 #define KILN_RUNTIME_CPU_LOOPS_H
@@ -30,6 +32,21 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+/// Put before a hot leaf function (not a lambda, and not one containing an
+/// OpenMP region: GCC outlines the region's body before cloning, so the
+/// clones would share a baseline body) to build it twice, for x86-64-v4
+/// (AVX-512) and for the build's baseline (-march, runtime/CMakeLists.txt),
+/// and call the one this CPU runs through an ifunc resolved at load time. A
+/// no-op where the baseline already has AVX-512 (-march=native here), for
+/// other compilers and processors, and with -DKILN_NO_DISPATCH.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&        \
+    !defined(__AVX512F__) && !defined(KILN_NO_DISPATCH) &&                    \
+    !defined(__SANITIZE_ADDRESS__)
+#define KILN_DISPATCH __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define KILN_DISPATCH
+#endif
 
 namespace kiln::rt::cpu::loops {
 

@@ -13,6 +13,7 @@
 #ifndef KILN_RUNTIME_KERNEL_H
 #define KILN_RUNTIME_KERNEL_H
 
+#include "kiln/runtime/Device.h"
 #include "kiln/runtime/Tensor.h"
 
 #include <nlohmann/json.hpp>
@@ -90,6 +91,13 @@ struct KernelSpec {
 struct ExecContext {
   uint64_t seed = 0; // the run's random seed (dropout)
   uint64_t step = 0; // the training step (dropout), 0 for inference
+  /// Where the kernel runs (its operands live in device->space()), the
+  /// stream to issue its work on, and the allocator for scratch memory
+  /// (workspaces). The executor sets them to its Program's device; the
+  /// defaults are the CPU device, so a plain ExecContext runs on the host.
+  Device *device = &cpuDevice();
+  Stream *stream = &cpuDevice().defaultStream();
+  Allocator *allocator = &cpuDevice().allocator();
 };
 
 class Kernel {

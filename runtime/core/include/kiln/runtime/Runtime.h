@@ -22,8 +22,22 @@ namespace kiln::rt {
 /// The plan format version this runtime reads.
 constexpr uint32_t kPlanVersion = 1;
 
+class Device;
 class KernelRegistry;
 class ProgramImpl;
+
+/// Where and with what a plan is loaded.
+struct LoadOptions {
+  /// The device the program runs on: "cpu" (the default; also "cpu:0") or
+  /// "cuda[:N]", refused with "... not built with CUDA support" until the
+  /// runtime has a CUDA backend.
+  std::string device = "cpu";
+  /// A device object to use instead of naming one (Device.h; tests plug in
+  /// backends this way). Shared: the program keeps it alive.
+  std::shared_ptr<Device> deviceObject;
+  /// The kernels; null: the device's own registry.
+  const KernelRegistry *registry = nullptr;
+};
 
 /// A loaded plan: values, parameters (with their current values) and the
 /// kernels of its steps, ready to run.
@@ -40,12 +54,24 @@ public:
   static std::unique_ptr<Program> load(const void *data, size_t size,
                                        std::string &err,
                                        const KernelRegistry *registry) noexcept;
+  /// As above, on the device and with the kernels `opts` name.
+  static std::unique_ptr<Program> load(const void *data, size_t size,
+                                       std::string &err,
+                                       const LoadOptions &opts) noexcept;
   /// Reads and loads a plan file; messages start with "PATH: ".
   static std::unique_ptr<Program> loadFile(const std::string &path,
                                            std::string &err) noexcept;
   static std::unique_ptr<Program> loadFile(const std::string &path,
                                            std::string &err,
                                            const KernelRegistry *registry) noexcept;
+  static std::unique_ptr<Program> loadFile(const std::string &path,
+                                           std::string &err,
+                                           const LoadOptions &opts) noexcept;
+
+  /// The device the program runs on: "cpu:0". Its arena, parameters and
+  /// constants live there; run, getParam and setParam copy host tensors in
+  /// and out through it (the CPU device reads inputs in place).
+  std::string deviceName() const;
 
   const std::vector<TensorDesc> &inputDescs() const;
   const std::vector<std::string> &inputNames() const;

@@ -1,5 +1,9 @@
 //===- Tensor.h - tensor descriptions and host tensors ----------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
+//
+// MemorySpace tags where a buffer lives (the device seam, Device.h): host
+// tensors are always in host memory; the executor's arena, parameters and
+// staged inputs are in its device's space.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_TENSOR_H
 #define KILN_RUNTIME_TENSOR_H
@@ -12,6 +16,27 @@
 #include <vector>
 
 namespace kiln::rt {
+
+/// A backend. Cpu is the host itself.
+enum class DeviceKind { Cpu, Cuda };
+
+/// "cpu", "cuda".
+const char *deviceKindName(DeviceKind k);
+
+/// Where bytes live: a device kind and its index ({Cpu, 0} is host memory).
+struct MemorySpace {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+
+  static MemorySpace host() { return {}; }
+  bool isHost() const { return kind == DeviceKind::Cpu; }
+  /// "cpu:0"
+  std::string str() const;
+  bool operator==(const MemorySpace &o) const {
+    return kind == o.kind && index == o.index;
+  }
+  bool operator!=(const MemorySpace &o) const { return !(*this == o); }
+};
 
 /// A dense row-major tensor's type: element type and static shape.
 struct TensorDesc {
@@ -34,7 +59,8 @@ struct TensorDesc {
   bool operator!=(const TensorDesc &o) const { return !(*this == o); }
 };
 
-/// A tensor in host memory that owns (or shares) 64-byte-aligned storage.
+/// A tensor in host memory that owns (or shares) 64-byte-aligned storage
+/// from hostAllocator() (Device.h).
 class HostTensor {
 public:
   HostTensor() = default;
@@ -42,6 +68,9 @@ public:
   explicit HostTensor(TensorDesc desc);
 
   const TensorDesc &desc() const { return desc_; }
+  /// Always host memory: device data reaches a HostTensor through a
+  /// Device's copyToHost.
+  MemorySpace space() const { return MemorySpace::host(); }
   DType dtype() const { return desc_.dtype; }
   const std::vector<int64_t> &shape() const { return desc_.shape; }
   int64_t numel() const { return desc_.numel(); }
