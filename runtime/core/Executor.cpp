@@ -14,6 +14,7 @@
 #include "PlanInternal.h"
 
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Kernel.h"
 #include "kiln/runtime/Runtime.h"
 
@@ -470,23 +471,9 @@ std::unique_ptr<Program> Program::loadFile(const std::string &path,
                                            std::string &err,
                                            const LoadOptions &opts) noexcept {
   try {
-    std::FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-      err = path + ": " + std::strerror(errno);
-      return nullptr;
-    }
-    errno = 0;
     std::string bytes;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-      bytes.append(buf, n);
-    int bad = std::ferror(f) ? (errno ? errno : EIO) : 0;
-    std::fclose(f);
-    if (bad) {
-      err = path + ": read error: " + std::strerror(bad);
+    if (!readWholeFile(path, bytes, err))
       return nullptr;
-    }
     auto p = load(bytes.data(), bytes.size(), err, opts);
     if (!p)
       err = path + ": " + err;

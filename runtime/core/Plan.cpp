@@ -147,8 +147,7 @@ void parseValue(const json &v, size_t i, const ParsedPlan &plan,
         if (!r->is_string())
           fail(where + "'role' must be a string");
         out.role = r->get<std::string>();
-        if (out.role != "weight" && out.role != "state" &&
-            out.role != "frozen" && out.role != "optimizer")
+        if (!isParamRole(out.role))
           fail(where + "unknown role '" + out.role +
                "' (weight, state, frozen or optimizer)");
       }

@@ -8,7 +8,6 @@
 //    load/store, and castValue, the one scalar conversion rule of `cast`;
 //  - dispatchType / dispatchSize: call a generic lambda with a tag of the
 //    storage type of a dtype, or with an unsigned integer of its size;
-//  - broadcastShape: NumPy broadcasting of shapes;
 //  - Walk: a strided walk over an index space shared by up to kMaxOperands
 //    operands, with size-1 dims dropped and mergeable dims merged at factory
 //    time, visited as contiguous innermost runs by an odometer (no index
@@ -176,22 +175,6 @@ template <typename F> auto dispatchSize(DType t, F &&f) {
 //===----------------------------------------------------------------------===//
 // Shapes and parallel loops
 //===----------------------------------------------------------------------===//
-
-/// NumPy broadcast of `a` and `b`; false when they do not broadcast.
-inline bool broadcastShape(const std::vector<int64_t> &a,
-                           const std::vector<int64_t> &b,
-                           std::vector<int64_t> &out) {
-  size_t r = std::max(a.size(), b.size());
-  out.assign(r, 1);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
 
 inline std::string shapeStr(const std::vector<int64_t> &s) {
   std::string r = "[";

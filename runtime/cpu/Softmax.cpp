@@ -48,7 +48,8 @@ public:
   }
 
 private:
-  void row(const S *x, S *y) const {
+  // Cloned for AVX-512 (KILN_DISPATCH): its exp vectorizes only there.
+  KILN_DISPATCH void row(const S *x, S *y) const {
     using A = Acc<S>;
     A m, lse;
     if constexpr (std::is_same_v<S, A>) {
@@ -82,7 +83,7 @@ private:
     }
   }
 
-  void tile(const S *x, S *y, int64_t kw) const {
+  KILN_DISPATCH void tile(const S *x, S *y, int64_t kw) const {
     using A = Acc<S>;
     A m[kTile], lse[kTile];
     tileLse(x, n_, inner_, kw, m, lse);

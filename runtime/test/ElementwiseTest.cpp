@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "kiln/runtime/ShapeRules.h"
+
 #include <cmath>
 #include <functional>
 #include <random>
@@ -24,7 +26,7 @@ const RegisterFn kReg = cpu::registerElementwiseKernels;
 std::vector<int64_t> bshape(const std::vector<int64_t> &a,
                             const std::vector<int64_t> &b) {
   std::vector<int64_t> o;
-  EXPECT_TRUE(L::broadcastShape(a, b, o));
+  EXPECT_EQ(kiln::shape::broadcastShapes(a, b, o), "");
   return o;
 }
 

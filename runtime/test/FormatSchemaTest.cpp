@@ -8,6 +8,7 @@
 // only fails here.
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/DType.h"
+#include "kiln/runtime/PlanFile.h"
 #include "kiln/runtime/TrainConfig.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,15 @@ TEST(FormatSchema, DTypesMatchTheSchemas) {
     std::vector<std::string> got = s["$defs"]["dtype"]["enum"];
     EXPECT_EQ(got, want) << file;
   }
+}
+
+// The parameter roles the loader accepts are the schema's, in its order.
+TEST(FormatSchema, RolesMatchTheSchema) {
+  std::vector<std::string> want(std::begin(kParamRoles), std::end(kParamRoles));
+  std::vector<std::string> got = loadSchema("plan-v1.schema.json")["$defs"]["role"]["enum"];
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(isParamRole("optimizer"));
+  EXPECT_FALSE(isParamRole("bias"));
 }
 
 // Every table row's size and kind agree with its name, so the table itself

@@ -16,6 +16,7 @@
 // @train_step plan; --emit mlir the kiln-level module with @train_step.
 //===----------------------------------------------------------------------===//
 #include "kiln/Pipeline/Pipelines.h"
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/TrainPayload.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h"
@@ -31,7 +32,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <sys/stat.h>
 
 using namespace kiln;
 
@@ -244,24 +244,13 @@ std::string findRuntime() {
   return std::string(p);
 }
 
-/// Writes `bytes` to `path` through PATH.tmp and a rename.
+/// Writes an output through the runtime's atomic writer (PATH.tmp, fsync,
+/// rename, fsync of the directory): the one definition kiln-train uses too.
 void writeAtomically(const std::string &path, const std::string &bytes,
                      bool executable) {
-  std::string tmp = path + ".tmp";
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      die(path + ": " + ec.message());
-    os << bytes;
-    os.close();
-    if (os.has_error())
-      die(path + ": " + os.error().message());
-  }
-  if (executable)
-    ::chmod(tmp.c_str(), 0755);
-  if ((ec = llvm::sys::fs::rename(tmp, path)))
-    die(path + ": " + ec.message());
+  std::string err;
+  if (!rt::writeFileAtomic(path, {bytes}, err, executable ? 0755 : 0644))
+    die(err);
 }
 
 } // namespace

@@ -298,8 +298,16 @@ LogicalResult PlanWriter::write(std::string &out) {
       }
       (*e)["kind"] = "param";
       (*e)["data_bytes"] = bytes;
-      if (std::optional<ParamRole> role = getRole(func, arg.getArgNumber()))
-        (*e)["role"] = stringifyParamRole(*role).str();
+      if (std::optional<ParamRole> role = getRole(func, arg.getArgNumber())) {
+        llvm::StringRef name = stringifyParamRole(*role);
+        if (!rt::isParamRole(std::string_view(name.data(), name.size()))) {
+          func.emitError() << "internal error: parameter role '" << name
+                           << "' is not one the runtime reads (PlanFile.h "
+                              "kParamRoles)";
+          return failure();
+        }
+        (*e)["role"] = name.str();
+      }
     } else {
       (*e)["kind"] = "input";
       (*e)["index"] = inputIndex++;

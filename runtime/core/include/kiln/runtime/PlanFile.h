@@ -23,6 +23,20 @@ constexpr char kPlanMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
 /// The format version the compiler writes and this runtime reads (in the
 /// container and as the JSON header's "version").
 constexpr uint32_t kPlanFormatVersion = 1;
+/// The roles a plan parameter may carry (docs/PlanFormat.md, the schema's
+/// $defs/role), as the plan spells them. The compiler's ParamRole enum
+/// (KilnEnums.td) must name exactly these: ExportPlan.cpp checks each role it
+/// writes, FormatSchemaTest checks the schema against this list.
+inline constexpr std::string_view kParamRoles[] = {"weight", "state", "frozen",
+                                                   "optimizer"};
+
+inline bool isParamRole(std::string_view role) {
+  for (std::string_view r : kParamRoles)
+    if (r == role)
+      return true;
+  return false;
+}
+
 /// Bytes before the JSON header.
 constexpr size_t kPlanPreambleBytes = 32;
 /// The blob starts at the first multiple of this after the JSON.
