@@ -197,7 +197,7 @@ void ProgramImpl::build(const KernelRegistry &registry) {
     const PlanStep &ps = plan.steps[s];
     const KernelFactory *factory = registry.find(ps.kernel);
     if (!factory)
-      throw Error("step " + std::to_string(s) + ": no " +
+      throw Error(detail::stepLabel(s, ps) + ": no " +
                   (device->kind() == DeviceKind::Cpu ? "CPU" : "CUDA") +
                   " kernel '" + ps.kernel + "'");
     KernelSpec spec;

@@ -201,5 +201,5 @@ TEST(Contract, PlanLoadChecksAttributes) {
             "step 0 ('softmax' at /Node_7): attribute 'axis' is of JSON type "
             "array, the kernel manifest declares an integer");
   EXPECT_EQ(loadOneStep("no_such_kernel", json::object()),
-            "step 0: no CPU kernel 'no_such_kernel'");
+            "step 0 ('no_such_kernel' at /Node_7): no CPU kernel 'no_such_kernel'");
 }

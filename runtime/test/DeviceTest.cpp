@@ -458,5 +458,5 @@ TEST(DeviceExecutor, MissingKernelNamesTheDeviceKind) {
   KernelRegistry empty;
   opts.registry = &empty;
   EXPECT_FALSE(Program::load(bytes.data(), bytes.size(), err, opts));
-  EXPECT_EQ(err, "step 0: no CUDA kernel 'add'");
+  EXPECT_EQ(err, "step 0 ('add' at /Add): no CUDA kernel 'add'");
 }

@@ -341,7 +341,7 @@ TEST(Plan, StepErrors) {
   EXPECT_EQ(headerError([](json &h) { h["steps"][0]["loc"] = 1; }),
             "step 0: 'loc' must be a string");
   EXPECT_EQ(headerError([](json &h) { h["steps"][1]["kernel"] = "foo"; }),
-            "step 1: no CPU kernel 'foo'");
+            "step 1 ('foo' at /Add_1): no CPU kernel 'foo'");
   // A step may write a parameter (training updates them in place).
   EXPECT_EQ(headerError([](json &h) { h["steps"][0]["outputs"][0] = 1; }), "");
   // An absent optional input is -1.
@@ -377,7 +377,8 @@ TEST(Plan, DefaultRegistryIsTheCpuOne) {
   h["steps"][0]["kernel"] = "no_such_kernel_anywhere";
   std::string bytes = build(h), err;
   EXPECT_FALSE(Program::load(bytes.data(), bytes.size(), err));
-  EXPECT_EQ(err, "step 0: no CPU kernel 'no_such_kernel_anywhere'");
+  EXPECT_EQ(err, "step 0 ('no_such_kernel_anywhere' at /Add_0): no CPU kernel "
+            "'no_such_kernel_anywhere'");
 }
 
 TEST(Plan, LoadFile) {

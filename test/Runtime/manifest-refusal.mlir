@@ -9,7 +9,7 @@
 // A kernel the runtime lacks.
 // RUN: LC_ALL=C sed 's/"kernel":"leaky_relu"/"kernel":"leaky_relx"/' %t.plan > %t.kernel.plan
 // RUN: not %kiln_bin/kiln-exec %t.kernel.plan 2>&1 | FileCheck %s --check-prefix=KERNEL
-// KERNEL: kiln-exec: {{.*}}.plan: step 1: no CPU kernel 'leaky_relx'
+// KERNEL: kiln-exec: {{.*}}.plan: step 1 ('leaky_relx' at {{.+}}): no CPU kernel 'leaky_relx'
 
 // An attribute the manifest does not declare for the kernel.
 // RUN: LC_ALL=C sed 's/"alpha":/"alphx":/' %t.plan > %t.attr.plan
