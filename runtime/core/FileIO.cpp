@@ -150,4 +150,49 @@ bool readWholeFile(const std::string &path, std::string &bytes,
   }
 }
 
+bool checkOutputPath(const std::string &flag, const std::string &path,
+                     const std::vector<NamedInput> &inputs,
+                     std::string &err) noexcept {
+  try {
+    std::string at = flag + " " + path + ": ";
+    if (path.empty()) {
+      err = flag + ": the path is empty";
+      return false;
+    }
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT)
+        return true; // a new file; its directory is checked when written
+      err = at + why(errno);
+      return false;
+    }
+    const char *kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISREG(st.st_mode)  ? nullptr
+                                              : "not a regular file";
+    if (kind) {
+      err = at + "it is " + std::string(kind) +
+            ", and the output would replace it; give a regular file's path";
+      return false;
+    }
+    for (const NamedInput &in : inputs) {
+      struct stat is;
+      if (::stat(in.path.c_str(), &is) == 0 && is.st_dev == st.st_dev &&
+          is.st_ino == st.st_ino) {
+        err = at + "it is also an input (" + in.what +
+              "); give another path";
+        return false;
+      }
+    }
+    return true;
+  } catch (const std::bad_alloc &) {
+    err = flag + ": out of memory";
+    return false;
+  }
+}
+
 } // namespace kiln::rt

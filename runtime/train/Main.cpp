@@ -26,6 +26,7 @@
 #include "Sha256.h"
 #include "Util.h"
 
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Runtime.h"
 #include "kiln/runtime/ToolFlags.h"
 
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -260,7 +262,31 @@ int runTraining(int argc, char **argv) {
   if (lossOut < 0)
     fail("payload plan: it has no 'loss' output");
 
-  // Everything the user gave, checked before the first step.
+  // Everything the user gave, checked before the first step. Outputs first:
+  // the atomic writer renames over its target, so an output naming an input,
+  // the executable or a special file would replace it.
+  {
+    std::vector<rt::NamedInput> inputs;
+    for (const auto &[name, file] : opt.data)
+      inputs.push_back({file, "--data " + name});
+    for (const auto &[name, file] : opt.evalData)
+      inputs.push_back({file, "--eval-data " + name});
+    const char *payloadEnv = std::getenv("KILN_TRAIN_PAYLOAD");
+    inputs.push_back({"/proc/self/exe", "the executable"});
+    if (payloadEnv && *payloadEnv)
+      inputs.push_back({payloadEnv, "KILN_TRAIN_PAYLOAD"});
+    std::string err;
+    if (!opt.metrics.empty() &&
+        !rt::checkOutputPath("--metrics", opt.metrics, inputs, err))
+      fail(err);
+    if (!opt.metrics.empty())
+      inputs.push_back({opt.metrics, "--metrics"});
+    if (!opt.exportOnnx.empty() &&
+        !rt::checkOutputPath("--export-onnx", opt.exportOnnx, inputs, err))
+      fail(err);
+    if (!opt.metrics.empty() && opt.metrics == opt.exportOnnx)
+      fail("--export-onnx " + opt.exportOnnx + ": it is also the --metrics file");
+  }
   if (!opt.exportOnnx.empty())
     checkExportable(payload.model, opt.exportOnnx);
   Dataset data;

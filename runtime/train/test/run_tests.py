@@ -12,6 +12,8 @@
 # exits 1 if any failed.
 import argparse
 import json
+import hashlib
+import stat
 import os
 import random
 import shutil
@@ -488,6 +490,42 @@ def main():
             check(len(err) == 1, "stderr has %d lines: %r" % (len(err), r.stderr))
             check(want in err[0], "stderr %r lacks %r" % (err[0], want))
         t.ok("bad input: " + name, case)
+
+    # -- Outputs never replace an input, the executable or a special file ----
+    # (issue 21, defects 1 and 2): refused at start, the target untouched.
+    def sha(path):
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+    def outputs_never_destroy():
+        xc = os.path.join(bad, "xc.npy")
+        shutil.copy(os.path.join(sm, "x.npy"), xc)
+        fifo = os.path.join(bad, "fifo")
+        if not os.path.exists(fifo):
+            os.mkfifo(fifo)
+        link = os.path.join(bad, "link.onnx")
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(bad, "afile"), link)
+        cases = [
+            (["--data", "x=" + xc, "--data", "labels=y.npy", "--metrics", xc],
+             "--metrics %s: it is also an input (--data x); give another path" % xc, xc),
+            (sm_data + ["--export-onnx", exe], "it is also an input (the executable)", exe),
+            (sm_data + ["--metrics", fifo], "--metrics %s: it is a FIFO" % fifo, None),
+            (sm_data + ["--export-onnx", link], "--export-onnx %s: it is a symbolic link" % link,
+             None),
+        ]
+        for argv, want, kept in cases:
+            before = sha(kept) if kept else None
+            r = t.run(sm, *(argv + ["--steps", "3"]))
+            err = r.stderr.strip().splitlines()
+            check(r.returncode == 1 and len(err) == 1 and want in err[0],
+                  "%s: exit %d, stderr %r, want %r" % (argv[-1], r.returncode, r.stderr, want))
+            if kept:
+                check(sha(kept) == before, "%s changed" % kept)
+        check(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced")
+        check(os.path.islink(link) and open(os.path.join(bad, "afile")).read() == "x",
+              "the symlink or its target was replaced")
+    t.ok("outputs never replace an input, the executable or a special file",
+         outputs_never_destroy)
 
     def nan_no_checkpoint():
         ck = os.path.join(sm, "cknan")

@@ -38,6 +38,21 @@ bool fsyncPath(const std::string &path, std::string &err) noexcept;
 bool readWholeFile(const std::string &path, std::string &bytes,
                    std::string &err) noexcept;
 
+/// A file a run reads, named as the user named it (for messages).
+struct NamedInput {
+  std::string path;
+  std::string what; // "--data x", "the executable"
+};
+
+/// Checks, before anything is written, that `path` may be replaced by the
+/// output `flag` names: it is absent or a regular file (not a symlink, FIFO,
+/// device or directory, which the atomic writer's rename would replace), and
+/// it is none of `inputs` (same device and inode). On failure `err` is one
+/// line: "--metrics x.npy: it is also an input (--data x); give another path".
+bool checkOutputPath(const std::string &flag, const std::string &path,
+                     const std::vector<NamedInput> &inputs,
+                     std::string &err) noexcept;
+
 /// The directory part of a path ("." when there is none, "/" for the root).
 std::string parentDir(const std::string &path);
 
