@@ -10,7 +10,6 @@
 #include "Kernels.h"
 
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 namespace kiln::rt::cpu {
@@ -137,24 +136,12 @@ std::unique_ptr<Kernel> makeAdam(const KernelSpec &spec) {
   });
 }
 
-std::unique_ptr<Kernel> makeCopy(const KernelSpec &spec) {
-  expectArity(spec, 1, 1);
-  if (!spec.inputs[0] || !spec.outputs[0] || spec.inputs[0]->bytes() != spec.outputs[0]->bytes())
-    fail(spec, "input and output must have the same size");
-  size_t bytes = spec.inputs[0]->bytes();
-  return make([bytes](ExecContext &, const void *const *in, void *const *out) {
-    if (in[0] != out[0])
-      std::memmove(out[0], in[0], bytes);
-  });
-}
-
 } // namespace
 
 void registerOptimizerKernels(KernelRegistry &r) {
   r.add("sgd_update", makeSgd);
   r.add("momentum_update", makeMomentum);
   r.add("adam_update", makeAdam);
-  r.add("copy", makeCopy);
 }
 
 } // namespace kiln::rt::cpu

@@ -1,9 +1,10 @@
-//===- ShapeGrad.cpp - gather and slice gradients ---------------*- C++ -*-===//
+//===- ShapeGrad.cpp - gather and slice gradients, copy ---------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
 // gather_grad and slice_grad scatter dy back into a zeroed dx of the forward
 // input's shape. Each thread owns whole columns (gather) or runs (slice), so
 // repeated indices add up in index order whatever the thread count.
+// copy is krt's byte copy of an update the lowering could not write in place.
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
@@ -109,11 +110,24 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   });
 }
 
+/// krt's copy (an update result the lowering could not write in place).
+std::unique_ptr<Kernel> makeCopy(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  if (!spec.inputs[0] || !spec.outputs[0] || spec.inputs[0]->bytes() != spec.outputs[0]->bytes())
+    fail(spec, "input and output must have the same size");
+  size_t bytes = spec.inputs[0]->bytes();
+  return make([bytes](ExecContext &, const void *const *in, void *const *out) {
+    if (in[0] != out[0])
+      std::memmove(out[0], in[0], bytes);
+  });
+}
+
 } // namespace
 
 void registerShapeGradKernels(KernelRegistry &r) {
   r.add("gather_grad", makeGatherGrad);
   r.add("slice_grad", makeSliceGrad);
+  r.add("copy", makeCopy);
 }
 
 } // namespace kiln::rt::cpu
