@@ -6,7 +6,7 @@ Usage: train_summary.py NAME LOG [METRICS.jsonl] [--seconds S]
 Losses come from the --metrics file ({"step": s, "loss": L} per line); when
 it is missing or empty, from the LOG's lines that mention "loss" (the eval
 line excepted). The eval line, when present, is
-"eval: loss L  accuracy A". Prints
+"eval: loss L  accuracy A  (N samples)". Prints
 
   NAME: loss FIRST -> LAST over N steps, test accuracy A (eval loss L), S s
 

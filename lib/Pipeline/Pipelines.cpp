@@ -9,7 +9,7 @@
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
 #include "kiln/Target/Plan/PlanDType.h"
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 #include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/TrainConfig.h"
 
@@ -134,7 +134,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
   };
 
   std::string bytes, readErr;
-  if (!readRegularFile(path, bytes, readErr))
+  if (!rt::readRegularFile(path, bytes, readErr))
     return failWith("import", readErr);
 
   ParamData params;

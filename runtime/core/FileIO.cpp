@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 #include "kiln/runtime/FileIO.h"
+#include "kiln/runtime/InputFile.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -126,24 +127,8 @@ bool writeFileAtomic(const std::string &path,
 bool readWholeFile(const std::string &path, std::string &bytes,
                    std::string &err) noexcept {
   try {
-    std::FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-      err = path + ": " + why(errno);
-      return false;
-    }
-    errno = 0;
-    bytes.clear();
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-      bytes.append(buf, n);
-    int bad = std::ferror(f) ? (errno ? errno : EIO) : 0;
-    std::fclose(f);
-    if (bad) {
-      err = path + ": read error: " + why(bad);
-      return false;
-    }
-    return true;
+    // A regular file only: a FIFO would block in open(), a device never end.
+    return readRegularFile(path, bytes, err);
   } catch (const std::bad_alloc &) {
     err = path + ": out of memory reading the file";
     return false;

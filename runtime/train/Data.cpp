@@ -85,7 +85,8 @@ void openNpy(const std::string &path, NpyFile &out) {
 
 void Dataset::open(
     const std::vector<std::pair<std::string, std::string>> &bindings,
-    const std::vector<DataSpec> &specs, int64_t batch, const std::string &flag) {
+    const std::vector<DataSpec> &specs, int64_t batch, const std::string &flag,
+    bool partialBatch) {
   flag_ = flag;
   batch_ = batch;
   sources_.clear();
@@ -152,7 +153,10 @@ void Dataset::open(
            ": " + sources_[0].npy.path + " has " + std::to_string(numSamples_));
     }
   }
-  if (!sources_.empty() && numSamples_ < (uint64_t)batch)
+  if (!sources_.empty() && partialBatch && numSamples_ == 0)
+    fail(flag + " " + sources_[0].name + ": " + sources_[0].npy.path +
+         " has no samples");
+  if (!sources_.empty() && !partialBatch && numSamples_ < (uint64_t)batch)
     fail(flag + " " + sources_[0].name + ": " + sources_[0].npy.path + " has " +
          std::to_string(numSamples_) + " sample" + (numSamples_ == 1 ? "" : "s") +
          ", fewer than one batch of " + std::to_string(batch));

@@ -69,10 +69,11 @@ public:
   /// missing or unknown name, a name given twice, a file whose per-sample
   /// shape or dtype disagrees with the spec (integer data may be widened to
   /// an integer spec dtype that holds every value), arrays of different
-  /// lengths, or fewer samples than `batch`.
+  /// lengths, or fewer samples than `batch` (than 1 with `partialBatch`,
+  /// for evaluation, which covers every sample).
   void open(const std::vector<std::pair<std::string, std::string>> &bindings,
             const std::vector<DataSpec> &specs, int64_t batch,
-            const std::string &flag);
+            const std::string &flag, bool partialBatch = false);
 
   /// Scans input `name` once: every value must lie in [0, numClasses) or
   /// equal `ignoreIndex`. Throws UserError "FLAG NAME: value V at sample S is

@@ -95,7 +95,7 @@ Evaluator::Evaluator(
   }
   if (specs.empty())
     fail("payload eval plan: it reads no data");
-  data_.open(bindings, specs, batch, "--eval-data");
+  data_.open(bindings, specs, batch, "--eval-data", /*partialBatch=*/true);
   if (config.loss == "cross-entropy" && config.numClasses)
     data_.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
   for (size_t k = 0; k < specs.size(); ++k)
@@ -122,7 +122,6 @@ EvalResult Evaluator::run(const rt::Program &train, int64_t step) {
   rt::HostTensor stepT(rt::TensorDesc{DType::I64, {}});
   *stepT.as<int64_t>() = step + 1;
   std::vector<rt::HostTensor> batch = data_.makeBatch();
-  std::vector<uint64_t> order = epochOrder(data_.numSamples(), 0, 0, false);
   std::vector<const rt::HostTensor *> inputs;
   for (int src : inputSource_)
     inputs.push_back(src == -1 ? &lrT : src == -2 ? &stepT : &batch[src]);
@@ -130,48 +129,113 @@ EvalResult Evaluator::run(const rt::Program &train, int64_t step) {
   if (!bad.empty())
     fail("eval: " + bad);
 
-  EvalResult r;
-  double lossSum = 0;
-  uint64_t correct = 0, counted = 0;
-  int64_t steps = data_.stepsPerEpoch();
+  const uint64_t n = data_.numSamples(), b = (uint64_t)data_.batch();
+  const rt::HostTensor *labels = labelsSource_ >= 0 ? &batch[labelsSource_] : nullptr;
+  // Positions per sample: the loss is a mean over label positions (those
+  // equal to ignore_index excluded) for cross-entropy, over samples else.
+  const int64_t perSample = labels && b ? labels->numel() / (int64_t)b : 1;
+  auto counted = [&](int64_t sample) -> uint64_t {
+    if (!labels || config_.loss != "cross-entropy")
+      return 1;
+    if (!config_.ignoreIndex)
+      return (uint64_t)perSample;
+    uint64_t c = 0;
+    for (int64_t i = 0; i < perSample; ++i)
+      c += loadLabel(*labels, sample * perSample + i) != *config_.ignoreIndex;
+    return c;
+  };
   std::vector<rt::HostTensor> outputs;
-  program_->setSeed(0);
-  program_->setStep(0);
-  for (int64_t s = 0; s < steps; ++s) {
-    data_.gather(order, (uint64_t)s * (uint64_t)data_.batch(), batch);
+  uint64_t correct = 0, scored = 0;
+  // Runs the plan on order[0..B) and returns its loss; scores the first
+  // `use` samples' logits.
+  auto runBatch = [&](const std::vector<uint64_t> &order, int64_t use) {
+    data_.gather(order, 0, batch);
+    program_->setSeed(0);
+    program_->setStep(0);
     if (!program_->run(inputs, outputs, err))
       fail("eval: " + err);
-    lossSum += scalarValue(outputs[lossOut_]);
     if (logitsOut_ >= 0) {
       const rt::HostTensor &logits = outputs[logitsOut_];
-      const rt::HostTensor &labels = batch[labelsSource_];
-      int64_t positions = labels.numel();
       int64_t c = logits.shape().empty() ? 0 : logits.shape().back();
-      if (c <= 0 || logits.numel() != positions * c)
-        continue;
-      for (int64_t i = 0; i < positions; ++i) {
-        int64_t y = loadLabel(labels, i);
-        if (config_.ignoreIndex && y == *config_.ignoreIndex)
-          continue;
-        int64_t best = 0;
-        double bestV = loadFloat(logits, i * c);
-        for (int64_t j = 1; j < c; ++j) {
-          double v = loadFloat(logits, i * c + j);
-          if (v > bestV || (std::isnan(v) && !std::isnan(bestV))) {
-            bestV = v;
-            best = j;
+      if (c > 0 && logits.numel() == labels->numel() * c) {
+        for (int64_t i = 0; i < use * perSample; ++i) {
+          int64_t y = loadLabel(*labels, i);
+          if (config_.ignoreIndex && y == *config_.ignoreIndex)
+            continue;
+          int64_t best = 0;
+          double bestV = loadFloat(logits, i * c);
+          for (int64_t j = 1; j < c; ++j) {
+            double v = loadFloat(logits, i * c + j);
+            if (v > bestV || (std::isnan(v) && !std::isnan(bestV))) {
+              bestV = v;
+              best = j;
+            }
           }
+          correct += best == y;
+          ++scored;
         }
-        correct += best == y;
-        ++counted;
+      }
+    }
+    return scalarValue(outputs[lossOut_]);
+  };
+
+  // The loss as a sum over positions and their count. A full batch's mean
+  // times its count is its sum.
+  double lossSum = 0;
+  uint64_t count = 0;
+  std::vector<uint64_t> order(b);
+  const uint64_t full = n / b;
+  for (uint64_t k = 0; k < full; ++k) {
+    for (uint64_t i = 0; i < b; ++i)
+      order[i] = k * b + i;
+    double mean = runBatch(order, (int64_t)b);
+    uint64_t c = 0; // counted() reads the batch just gathered
+    for (uint64_t i = 0; i < b; ++i)
+      c += counted((int64_t)i);
+    if (c) {
+      lossSum += mean * (double)c;
+      count += c;
+    }
+  }
+  // The last N mod B samples t_0..t_{r-1} (issue 21, defect 10: they were
+  // dropped). The plan's batch is fixed, so they are padded with copies of
+  // t_0, whose share is known from a batch of B copies of t_0: that batch's
+  // mean is t_0's own loss (the eval plan treats samples independently:
+  // dropout off, batch norm on running statistics). A padded batch's sum
+  // less (B - r) times t_0's sum is the tail's sum.
+  const uint64_t r = n % b;
+  if (r) {
+    const uint64_t t0 = full * b;
+    std::fill(order.begin(), order.end(), t0);
+    bool alone = r == 1; // then the batch of copies is the padded batch too
+    double m0 = runBatch(order, alone ? 1 : 0);
+    uint64_t c0 = counted(0);
+    double s0 = c0 ? m0 * (double)c0 : 0;
+    if (alone) {
+      lossSum += s0;
+      count += c0;
+    } else {
+      for (uint64_t i = 0; i < r; ++i)
+        order[i] = t0 + i;
+      double mp = runBatch(order, (int64_t)r);
+      uint64_t cp = 0, ct = 0;
+      for (uint64_t i = 0; i < b; ++i)
+        cp += counted((int64_t)i);
+      for (uint64_t i = 0; i < r; ++i)
+        ct += counted((int64_t)i);
+      if (ct) {
+        lossSum += (cp ? mp * (double)cp : 0) - (double)(b - r) * s0;
+        count += ct;
       }
     }
   }
-  r.loss = steps ? lossSum / (double)steps : 0;
-  if (logitsOut_ >= 0 && counted)
-    r.accuracy = (double)correct / (double)counted;
-  r.samples = (uint64_t)steps * (uint64_t)data_.batch();
-  return r;
+  EvalResult res;
+  res.loss = count ? lossSum / (double)count
+                   : std::numeric_limits<double>::quiet_NaN();
+  if (logitsOut_ >= 0 && scored)
+    res.accuracy = (double)correct / (double)scored;
+  res.samples = n;
+  return res;
 }
 
 } // namespace kiln::train

@@ -192,6 +192,8 @@ std::string evalLine(const EvalResult &r) {
   std::string s = "loss " + fmt("%.6f", r.loss);
   if (r.accuracy)
     s += "  accuracy " + fmt("%.4f", *r.accuracy);
+  s += "  (" + std::to_string(r.samples) + " sample" +
+       (r.samples == 1 ? "" : "s") + ")";
   return s;
 }
 

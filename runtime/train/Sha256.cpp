@@ -3,6 +3,8 @@
 //===----------------------------------------------------------------------===//
 #include "Sha256.h"
 
+#include "kiln/runtime/InputFile.h"
+
 #include <openssl/evp.h>
 
 #include <cerrno>
@@ -70,9 +72,10 @@ std::string sha256Hex(const void *data, size_t size) {
 bool sha256File(const std::string &path, std::string &hex, uint64_t &bytes,
                 std::string &err) {
   Sha256 h; // first: it may throw, and then no descriptor is open
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string why;
+  int fd = rt::openRegularFile(path, why); // a FIFO never blocks
   if (fd < 0) {
-    err = path + ": " + std::strerror(errno);
+    err = path + ": " + why;
     return false;
   }
   bytes = 0;

@@ -3,6 +3,8 @@
 //===----------------------------------------------------------------------===//
 #include "Util.h"
 
+#include "kiln/runtime/InputFile.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -115,23 +117,16 @@ MappedFile::~MappedFile() {
 }
 
 bool MappedFile::open(const std::string &path, std::string &err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Regular files only, opened without blocking (a FIFO given as --data
+  // once hung here forever; issue 21, defect 9).
+  std::string why;
+  uint64_t fileSize = 0;
+  int fd = rt::openRegularFile(path, why, &fileSize);
   if (fd < 0) {
-    err = path + ": " + lastError();
+    err = path + ": " + why;
     return false;
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    err = path + ": " + lastError();
-    ::close(fd);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    err = path + ": not a regular file";
-    ::close(fd);
-    return false;
-  }
-  size_t size = (size_t)st.st_size;
+  size_t size = (size_t)fileSize;
   void *m = nullptr;
   if (size) {
     m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);

@@ -16,7 +16,7 @@
 // @train_step plan; --emit mlir the kiln-level module with @train_step.
 //===----------------------------------------------------------------------===//
 #include "kiln/Pipeline/Pipelines.h"
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 #include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/TrainPayload.h"
 
@@ -288,7 +288,7 @@ int main(int argc, char **argv) {
     die(model + ": no such file");
   // Every file is checked before it is opened for good: a FIFO would block.
   std::string err;
-  if (!checkRegularFile(model, err))
+  if (!rt::checkRegularFile(model, err))
     die(err);
   if (!rt::checkOutputPath("-o", out, {{model, "the model"}}, err))
     die(err);
@@ -315,8 +315,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::string bytes, onnx;
-  if (!readRegularFile(runtime, bytes, err) ||
-      !readRegularFile(model, onnx, err))
+  if (!rt::readRegularFile(runtime, bytes, err) ||
+      !rt::readRegularFile(model, onnx, err))
     die(err);
   rt::TrainPayloadParts parts;
   parts[rt::TrainPart::Plan] = r.trainPlan;

@@ -14,7 +14,7 @@
 // and executes the plan with the CPU runtime. --onnx-test runs ONNX backend
 // test folders through lib/Tools/ONNXTest/ONNXTestRunner.cpp.
 //===----------------------------------------------------------------------===//
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 #include "kiln/Tools/CommandLine.h"
 #include "kiln/Tools/ONNXTestRunner.h"
 #include "kiln/runtime/FileIO.h"
@@ -124,7 +124,7 @@ Options parseArgs(int argc, char **argv) {
   for (const std::string &d : binds) {
     auto [name, file] = tool::splitNameValue("--bind", d, "NAME=FILE.pb");
     std::string bytes, err;
-    if (!readRegularFile(file, bytes, err))
+    if (!rt::readRegularFile(file, bytes, err))
       fail("--bind " + name + ": cannot read " + err);
     o.import.boundInputs[name] = std::move(bytes);
   }
@@ -168,7 +168,7 @@ int runModel(const Options &o) {
     fail(o.model + ": no such file");
   std::string err, plan;
   // Every file is checked before it is opened for good: a FIFO would block.
-  if (!checkRegularFile(o.model, err))
+  if (!rt::checkRegularFile(o.model, err))
     fail(err);
   checkBinds(o);
   if (!o.emitPlan.empty() &&
@@ -208,7 +208,7 @@ int runModel(const Options &o) {
     }
     if (given[slot])
       fail("input '" + names[slot] + "' is given twice");
-    if (!checkRegularFile(file, err) ||
+    if (!rt::checkRegularFile(file, err) ||
         !rt::readTensorFile(file, tensors[slot], err))
       fail(err);
     given[slot] = true;

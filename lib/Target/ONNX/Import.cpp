@@ -13,7 +13,7 @@
 #include "ONNXLibrary.h"
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 #include "kiln/Support/TensorSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -991,7 +991,7 @@ void registerONNXImportTranslation() {
 bool kiln::onnxGraphInputNames(const std::string &path,
                                std::vector<std::string> &names, std::string &err) {
   std::string bytes;
-  if (!readRegularFile(path, bytes, err, INT_MAX))
+  if (!rt::readRegularFile(path, bytes, err, INT_MAX))
     return false;
   ::onnx::ModelProto model;
   if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {

@@ -9,7 +9,7 @@
 
 #include "ONNXLibrary.h"
 
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -193,11 +193,11 @@ bool checkTensorData(const TensorProto &tensor, const std::string &what,
 
 std::string errnoText(int err) { return std::strerror(err); }
 
-/// Reads all of `path` into `out`: a regular file (kiln/Support/InputFile.h:
+/// Reads all of `path` into `out`: a regular file (kiln/runtime/InputFile.h:
 /// a FIFO is refused rather than waited on) of at most 2 GiB.
 bool readFile(const std::string &path, std::string &out, std::string &why) {
   uint64_t size = 0;
-  int fd = openRegularFile(path, why, &size);
+  int fd = rt::openRegularFile(path, why, &size);
   if (fd < 0)
     return false;
   if (size > kMaxModelBytes) {
@@ -349,7 +349,7 @@ bool inlineExternalData(TensorProto &tensor, const std::string &what,
     return false;
   }
   uint64_t fileSize = 0;
-  int fd = openRegularFile(path, why, &fileSize);
+  int fd = rt::openRegularFile(path, why, &fileSize);
   if (fd < 0) {
     err.message = what + ": external data file " + quote(location) + ": " + why;
     return false;

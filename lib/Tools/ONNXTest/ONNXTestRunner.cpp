@@ -12,7 +12,7 @@
 #include "kiln/Tools/ONNXTestRunner.h"
 
 #include "kiln/Pipeline/Pipelines.h"
-#include "kiln/Support/InputFile.h"
+#include "kiln/runtime/InputFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -34,13 +34,13 @@ namespace {
 /// Reads a whole regular file; false if it cannot (a FIFO is not waited on).
 bool slurp(const std::string &path, std::string &out) {
   std::string err;
-  return readRegularFile(path, out, err);
+  return rt::readRegularFile(path, out, err);
 }
 
 /// rt::readTensorFile of a regular file (the runtime's reader would wait on
 /// a FIFO).
 bool readTensor(const std::string &path, rt::HostTensor &t, std::string &err) {
-  return checkRegularFile(path, err) && rt::readTensorFile(path, t, err);
+  return rt::checkRegularFile(path, err) && rt::readTensorFile(path, t, err);
 }
 
 } // namespace

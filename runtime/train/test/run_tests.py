@@ -218,13 +218,47 @@ def main():
         check(len(line) == 1, "no eval line: " + r.stdout[-300:])
         parts = line[0].split()
         check(parts[1] == "loss" and parts[3] == "accuracy", "eval line format: " + line[0])
-        n = (len(xe) // 8) * 8  # full batches only
+        check(line[0].endswith("(%d samples)" % len(xe)), "eval line: " + line[0])
+        n = len(xe)  # every sample, the last partial batch included
         acc = float(np.mean(np.argmax(logits[:n], -1) == ye[:n]))
         check(abs(float(parts[4]) - acc) < 1e-3, "accuracy %s vs NumPy %g" % (parts[4], acc))
         z = logits[:n] - logits[:n].max(-1, keepdims=True)
         ce = -(z[np.arange(n), ye[:n]] - np.log(np.exp(z).sum(-1)))
         check(abs(float(parts[2]) - ce.mean()) < 1e-4 * max(1, ce.mean()),
               "eval loss %s vs NumPy %g" % (parts[2], ce.mean()))
+
+        # Partial last batches (issue 21, defect 10): the 35 above are 4 x 8 + 3;
+        # also 1 more than full batches, fewer than one batch; against NumPy.
+        def np_eval(k):
+            z = logits[:k] - logits[:k].max(-1, keepdims=True)
+            ce = -(z[np.arange(k), ye[:k]] - np.log(np.exp(z).sum(-1)))
+            return ce.mean(), float(np.mean(np.argmax(logits[:k], -1) == ye[:k]))
+        trained = ["--checkpoint-dir", "ck_export", "--resume", "--steps", "30"]
+        for k in (33, 9, 5, 1):
+            np.save(os.path.join(sm, "xe_%d.npy" % k), xe[:k])
+            np.save(os.path.join(sm, "ye_%d.npy" % k), ye[:k])
+            r = t.run(sm, *sm_data, *trained, "--eval-data", "x=xe_%d.npy" % k,
+                      "--eval-data", "labels=ye_%d.npy" % k)
+            succeeded(r)
+            line = [l for l in r.stdout.splitlines() if l.startswith("eval: ")]
+            check(len(line) == 1, "no eval line: " + r.stdout[-300:])
+            parts = line[0].split()
+            want_loss, want_acc = np_eval(k)
+            check(abs(float(parts[2]) - want_loss) < 1e-4 * max(1, want_loss) and
+                  abs(float(parts[4]) - want_acc) < 1e-6 and
+                  line[0].endswith("(%d sample%s)" % (k, "" if k == 1 else "s")),
+                  "%d samples: %s, NumPy loss %g accuracy %g" % (k, line[0], want_loss,
+                                                                  want_acc))
+        # A NaN in the very last sample reaches the eval loss.
+        xn = xe.copy()
+        xn[34, 0] = np.nan
+        np.save(os.path.join(sm, "xe_nan.npy"), xn)
+        r = t.run(sm, *sm_data, *trained, "--eval-data", "x=xe_nan.npy",
+                  "--eval-data", "labels=y_eval.npy")
+        succeeded(r)
+        line = [l for l in r.stdout.splitlines() if l.startswith("eval: ")]
+        check(len(line) == 1 and line[0].split()[2] == "nan",
+              "a NaN in the last sample is not in the eval loss: %s" % line)
     t.ok("--export-onnx has the trained values; eval loss/accuracy", export_onnx)
 
     # -- Checkpoint + resume: identical losses. -------------------------------

@@ -1,9 +1,10 @@
-//===- InputFile.h - opening the files the compiler reads -------*- C++ -*-===//
+//===- InputFile.h - opening the files a tool reads -------------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// Every file the compiler side reads (the model, its external data, a
-// --bind or --input value, the kiln-train runtime, a backend test's data) is
-// opened here, and only a regular file is read. A plain open() of a FIFO
+// Every file a tool reads (the model, its external data, a --bind or --input
+// value, the kiln-train runtime, a backend test's data; kiln-train's data,
+// payload, checkpoints and resumed metrics) is opened here, and only a
+// regular file is read. A plain open() of a FIFO
 // blocks until a writer appears, which for a path given by mistake is
 // forever; a character device (/dev/zero) never ends. So the file is opened
 // with O_NONBLOCK, which returns at once for a FIFO, and refused after
@@ -12,8 +13,8 @@
 // exceptions, no MLIR) includes it too. Nothing here throws except
 // std::string's own allocation failures.
 //===----------------------------------------------------------------------===//
-#ifndef KILN_SUPPORT_INPUTFILE_H
-#define KILN_SUPPORT_INPUTFILE_H
+#ifndef KILN_RUNTIME_INPUTFILE_H
+#define KILN_RUNTIME_INPUTFILE_H
 
 #include <cerrno>
 #include <cstdint>
@@ -24,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace kiln {
+namespace kiln::rt {
 
 /// What a non-regular file is, for "not a regular file (a FIFO)".
 inline const char *fileKindName(mode_t mode) {
@@ -128,6 +129,6 @@ inline bool readRegularFile(const std::string &path, std::string &out,
   return true;
 }
 
-} // namespace kiln
+} // namespace kiln::rt
 
-#endif // KILN_SUPPORT_INPUTFILE_H
+#endif // KILN_RUNTIME_INPUTFILE_H
