@@ -96,6 +96,13 @@ TEST(ToolFlags, Parser) {
   EXPECT_EQ(Line().parse({"--count", "x", "--count", "3"}),
             "--count needs a positive integer, got 'x'");
   EXPECT_EQ(Line().parse({"--seed", "-1"}), "--seed needs a non-negative integer, got '-1'");
+  std::string m0;
+  // An empty value is refused, not taken as "the flag is absent" (issue 21:
+  // --checkpoint-dir '' ran without checkpoints).
+  EXPECT_EQ(Line().parse({"--text", ""}), "--text needs a value, got ''");
+  m0 = Line().parse({"--text="}); // CLI11's own "1 required TEXT missing"
+  EXPECT_NE(m0.find("--text"), std::string::npos) << m0;
+  EXPECT_EQ(Line().parse({"--item", "x", "--item", ""}), "--item needs a value, got ''");
   EXPECT_EQ(Line().parse({"--frob=3"}), "unknown flag '--frob' (see --help)");
   EXPECT_EQ(Line().parse({"-x"}), "unknown flag '-x' (see --help)");
   EXPECT_EQ(Line().parse({"--help"}), "(help)");

@@ -176,6 +176,11 @@ Config parseConfig(std::string_view text) {
       c.schedule.totalSteps = *getInt(*s, Key::ScheduleTotalSteps, "schedule ");
       if (c.schedule.warmupSteps < 0 || c.schedule.totalSteps < 0)
         bad("schedule steps must be non-negative");
+      if (c.schedule.kind == "cosine" && c.schedule.totalSteps > 0 &&
+          c.schedule.totalSteps < c.schedule.warmupSteps)
+        bad("the cosine schedule's total_steps " +
+            std::to_string(c.schedule.totalSteps) + " is below its warmup_steps " +
+            std::to_string(c.schedule.warmupSteps));
       c.schedule.minLr = getNumber(*s, Key::ScheduleMinLr, "schedule ");
     }
     c.lrInput = getString(j, Key::LrInput);

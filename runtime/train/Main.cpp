@@ -314,6 +314,13 @@ int runTraining(int argc, char **argv) {
     fail("--epochs " + std::to_string(*opt.epochs) + " of " +
          std::to_string(spe) + " steps each is more than " +
          std::to_string(kMaxSteps) + " steps");
+  // A cosine schedule over the run's steps that would never leave warmup.
+  if (config.schedule.kind == "cosine" && config.schedule.totalSteps == 0 &&
+      total < config.schedule.warmupSteps)
+    fail("the cosine schedule warms up over " +
+         std::to_string(config.schedule.warmupSteps) + " steps, more than this "
+         "run's " + std::to_string(total) + "; train longer or compile with "
+         "fewer --warmup-steps or a --total-steps");
   TrainPosition pos;
   pos.seed = opt.seed;
   pos.shuffle = opt.shuffle;

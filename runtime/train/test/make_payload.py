@@ -303,6 +303,7 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--schedule", default="constant")
     ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--total", type=int, default=0)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -320,7 +321,7 @@ def main():
            "model_sha256": hashlib.sha256(mbytes).hexdigest(),
            "batch_size": args.batch, "ignore_index": None, "optimizer": opt,
            "schedule": {"kind": args.schedule, "warmup_steps": args.warmup,
-                        "total_steps": 0, "min_lr": 0.0},
+                        "total_steps": args.total, "min_lr": 0.0},
            "lr_input": "kiln.lr", "step_input": "kiln.step"}
     cfg.update(config)
     parts = [plan.bytes(), json.dumps(cfg, indent=2).encode(), mbytes, evalplan.bytes()]

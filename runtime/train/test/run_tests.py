@@ -87,13 +87,13 @@ class Suite:
         subprocess.run(cmd, check=True)
         return d
 
-    def run(self, d, *args, env=None, exe=None):
+    def run(self, d, *args, env=None, exe=None, timeout=600):
         e = dict(os.environ)
         e.pop("KILN_TRAIN_PAYLOAD", None)
         e.update(env or {})
         return subprocess.run([exe or os.path.join(d, "model.train")] + list(args),
                               cwd=d, capture_output=True, text=True, env=e,
-                              timeout=600)
+                              timeout=timeout)
 
     def ok(self, name, fn):
         try:
@@ -406,6 +406,17 @@ def main():
         lrs = [x["lr"] for x in metrics(os.path.join(d, "c.jsonl"))]
         want = [0.02, 0.04] + [0.04 * (1 + np.cos(np.pi * (s - 2) / 4)) / 2 for s in range(2, 6)]
         check(np.allclose(lrs, want), "cosine lr %s vs %s" % (lrs, want))
+        # A cosine schedule that never leaves warmup is refused (issue 21):
+        # over the run's steps, or with total_steps below warmup_steps.
+        r = t.run(d, *lin_data, "--steps", "1")
+        check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and
+              "the cosine schedule warms up over 2 steps, more than this run's 1; "
+              "train longer or compile with fewer --warmup-steps or a --total-steps"
+              in r.stderr, "exit %d: %r" % (r.returncode, r.stderr))
+        d = t.make("cos_short", "linreg", schedule="cosine", warmup=5, total=3)
+        r = t.run(d, *lin_data, "--steps", "6")
+        check(r.returncode == 1 and "the cosine schedule's total_steps 3 is below its "
+              "warmup_steps 5" in r.stderr, "exit %d: %r" % (r.returncode, r.stderr))
     t.ok("learning-rate schedules", schedule)
 
     def payload_env_and_help():
@@ -450,6 +461,7 @@ def main():
         f.write(b"hello")
     with open(os.path.join(bad, "afile"), "w") as f:
         f.write("x")
+    os.mkfifo(os.path.join(bad, "fifo"))
     full = open(os.path.join(sm, "payload.bin"), "rb").read()
     with open(os.path.join(bad, "cut.bin"), "wb") as f:
         f.write(full[:len(full) // 2] + full[-72:])
@@ -500,6 +512,19 @@ def main():
          None, "debug-nan"),
         ("--resume without a dir", sm, sm_data + ["--steps", "3", "--resume"], None,
          "--resume needs --checkpoint-dir"),
+        ("empty --checkpoint-dir", sm, sm_data + ["--steps", "3", "--checkpoint-dir", ""],
+         None, "--checkpoint-dir needs a value, got ''"),
+        ("empty --export-onnx", sm, sm_data + ["--steps", "3", "--export-onnx", ""], None,
+         "--export-onnx needs a value, got ''"),
+        ("empty --metrics", sm, sm_data + ["--steps", "3", "--metrics", ""], None,
+         "--metrics needs a value, got ''"),
+        # A FIFO is refused without blocking in open() (issue 21, defect 9).
+        ("a FIFO as --data", sm, ["--data", "x=%sfifo" % B, "--data", "labels=y.npy",
+                                  "--steps", "3"], {"timeout": 30},
+         "--data x: %sfifo: not a regular file (a FIFO)" % B),
+        ("a FIFO as --eval-data", sm, sm_data + ["--steps", "3", "--eval-data", "x=x.npy",
+                                                 "--eval-data", "labels=%sfifo" % B],
+         {"timeout": 30}, "--eval-data labels: %sfifo: not a regular file (a FIFO)" % B),
         ("no payload", sm, sm_data + ["--steps", "3"], {"exe": t.bin},
          "%s: not a Kiln training executable (no payload)" % t.bin),
         ("damaged payload", sm, sm_data + ["--steps", "3"],
@@ -560,6 +585,131 @@ def main():
               "the symlink or its target was replaced")
     t.ok("outputs never replace an input, the executable or a special file",
          outputs_never_destroy)
+
+    # An output naming a device node (run as root: /dev/null was once
+    # replaced by a regular file) is refused and the node left as it was.
+    def device_node():
+        if os.geteuid() != 0:
+            print("  (not root: the device-node case is skipped)")
+            return
+        nd = os.path.join(bad, "nd")
+        if not os.path.exists(nd):
+            os.mknod(nd, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        ck = os.path.join(sm, "ck_nd")
+        shutil.rmtree(ck, ignore_errors=True)
+        succeeded(t.run(sm, *sm_data, "--steps", "2", "--checkpoint-dir", ck))
+        for extra in (["--export-onnx", nd], ["--resume", "--checkpoint-dir", ck,
+                                              "--metrics", nd]):
+            r = t.run(sm, *sm_data, "--steps", "4", *extra)
+            err = r.stderr.strip().splitlines()
+            check(r.returncode == 1 and len(err) == 1 and
+                  "%s %s: it is a character device" % (extra[-2], nd) in err[0],
+                  "%s: exit %d, %r" % (extra, r.returncode, r.stderr))
+            st = os.lstat(nd)
+            check(stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and
+                  os.minor(st.st_rdev) == 3, "the device node was replaced")
+    t.ok("an output naming a device node is refused, the node unchanged", device_node)
+
+    # Checkpoint retention deletes only this model's complete checkpoints
+    # (issue 21, defect 3); anything else under a step-* name is left, with
+    # one warning, and does not count toward --keep-checkpoints.
+    def retention():
+        ck = os.path.join(sm, "ck_keep")
+        shutil.rmtree(ck, ignore_errors=True)
+        os.makedirs(ck)
+        other = os.path.join(ck, "step-00000001")  # another model's checkpoint
+        shutil.copytree(os.path.join(sm, "ck_export", "step-00000030"), other)
+        mp = os.path.join(other, "manifest.json")
+        man = json.load(open(mp))
+        man["model_sha256"] = "1" * 64
+        json.dump(man, open(mp, "w"))
+        user = os.path.join(ck, "step-00000002")  # a user's files
+        os.makedirs(user)
+        with open(os.path.join(user, "mydata.txt"), "w") as f:
+            f.write("precious")
+        os.makedirs(os.path.join(ck, "step-99999999"))  # a stray, empty
+        foreign = {p: sha(os.path.join(p, f)) for p in (other, user)
+                   for f in os.listdir(p)}
+        r = t.run(sm, *sm_data, "--steps", "8", "--checkpoint-dir", ck,
+                  "--checkpoint-every", "3", "--keep-checkpoints", "2")
+        succeeded(r)
+        names = sorted(os.listdir(ck))  # 3, 6 and 8 written, 3 pruned
+        check(names == ["step-00000001", "step-00000002", "step-00000006",
+                        "step-00000008", "step-99999999"], "left %s" % names)
+        check({p: sha(os.path.join(p, f)) for p in (other, user)
+               for f in os.listdir(p)} == foreign, "a foreign checkpoint changed")
+        warn = [l for l in r.stderr.splitlines() if "checkpoint retention" in l]
+        check(len(warn) == 3 and
+              any("step-00000001: not a checkpoint of this model (it was written for "
+                  "another model" in l for l in warn) and
+              any("step-00000002: not a checkpoint of this model (it holds 'mydata.txt'"
+                  in l for l in warn) and
+              any("step-99999999: not a checkpoint of this model (manifest.json is missing"
+                  in l for l in warn), "warnings %r" % warn)
+        # A foreign directory at a step this run writes is not replaced.
+        r = t.run(sm, *sm_data, "--steps", "2", "--checkpoint-dir", ck)
+        err = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and
+              ("checkpoint %s/step-00000002 exists and is not a checkpoint of this model "
+               "(it holds 'mydata.txt', which kiln does not write)" % ck) in err[-1],
+              "exit %d: %r" % (r.returncode, r.stderr))
+        check(open(os.path.join(user, "mydata.txt")).read() == "precious", "user file")
+    t.ok("checkpoint retention deletes only this model's checkpoints", retention)
+
+    # Resume refuses a checkpoint another compilation wrote (another
+    # optimizer, --freeze): its manifest's optimizer and parameter set must
+    # be this executable's. A manifest with "step": 5.5 is damaged, not step 5.
+    def resume_mismatch():
+        ck = os.path.join(sm, "ck_mis")
+        shutil.rmtree(ck, ignore_errors=True)
+        succeeded(t.run(sm, *sm_data, "--steps", "4", "--checkpoint-dir", ck,
+                        "--checkpoint-every", "2"))
+        mp = os.path.join(ck, "step-00000004", "manifest.json")
+        good = open(mp).read()
+        cases = []
+        man = json.loads(good)
+        man["optimizer"] = "adam"
+        cases.append((man, "checkpoint %s/step-00000004 was written with optimizer 'adam', "
+                      "this executable trains with 'momentum'" % ck))
+        man = json.loads(good)
+        man["params"].append({"name": "W/exp_avg", "role": "optimizer-state",
+                              "dtype": "f32", "shape": [8, 5]})
+        cases.append((man, "checkpoint %s/step-00000004 holds parameter 'W/exp_avg' "
+                      "(optimizer-state), which this executable does not have" % ck))
+        man = json.loads(good)
+        man["params"] = [p for p in man["params"] if p["name"] != "b/momentum_buffer"]
+        cases.append((man, "checkpoint %s/step-00000004 lacks parameter "
+                      "'b/momentum_buffer'" % ck))
+        for man, want in cases:
+            json.dump(man, open(mp, "w"))
+            r = t.run(sm, *sm_data, "--steps", "6", "--checkpoint-dir", ck, "--resume")
+            err = r.stderr.strip().splitlines()
+            check(r.returncode == 1 and len(err) == 1 and want in err[0],
+                  "exit %d: %r, want %r" % (r.returncode, r.stderr, want))
+        man = json.loads(good)
+        man["step"] = 4.0
+        json.dump(man, open(mp, "w"))
+        r = t.run(sm, *sm_data, "--steps", "6", "--checkpoint-dir", ck, "--resume")
+        succeeded(r)
+        check("resumed from %s/step-00000002" % ck in r.stdout and
+              "step-00000004: manifest.json field 'step' is not an integer; using" in r.stderr,
+              "stdout %r stderr %r" % (r.stdout[:300], r.stderr))
+        # FIFOs in place of a checkpoint's files are damage, never a hang.
+        for f in ("manifest.json", "tensors.safetensors"):
+            shutil.rmtree(ck, ignore_errors=True)
+            succeeded(t.run(sm, *sm_data, "--steps", "4", "--checkpoint-dir", ck,
+                            "--checkpoint-every", "2"))
+            p = os.path.join(ck, "step-00000004", f)
+            os.remove(p)
+            os.mkfifo(p)
+            r = t.run(sm, *sm_data, "--steps", "6", "--checkpoint-dir", ck, "--resume",
+                      timeout=30)
+            succeeded(r)
+            check("resumed from %s/step-00000002" % ck in r.stdout and
+                  ("step-00000004: %s is missing or unreadable; using" % f) in r.stderr,
+                  "%s: stdout %r stderr %r" % (f, r.stdout[:300], r.stderr))
+    t.ok("resume refuses another compilation's checkpoint; FIFOs are damage",
+         resume_mismatch)
 
     def nan_no_checkpoint():
         ck = os.path.join(sm, "cknan")

@@ -82,16 +82,20 @@ public:
     app_.allow_extras(); // stray arguments come back to the tool, in order
   }
 
-  /// A flag with a value; the last one given wins.
+  /// A flag with a non-empty value (a path, a name); the last one given
+  /// wins. An empty one ("--metrics ''") is FlagError "--metrics needs a
+  /// value, got ''" rather than the flag silently left out.
   FlagParser &text(const std::string &name, std::string &dst) {
-    app_.add_option(name, dst)->multi_option_policy(
-        CLI::MultiOptionPolicy::TakeLast);
+    app_.add_option(name, dst)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->each([name](const std::string &v) { nonEmpty(name, v); });
     return *this;
   }
 
-  /// A repeatable flag with a value; the values in order.
+  /// A repeatable flag with a non-empty value; the values in order.
   FlagParser &list(const std::string &name, std::vector<std::string> &dst) {
-    app_.add_option(name, dst)->allow_extra_args(false);
+    app_.add_option(name, dst)->allow_extra_args(false)->each(
+        [name](const std::string &v) { nonEmpty(name, v); });
     return *this;
   }
 
@@ -152,6 +156,11 @@ public:
   }
 
 private:
+  static void nonEmpty(const std::string &flag, const std::string &v) {
+    if (v.empty())
+      throw FlagError(flag + " needs a value, got ''");
+  }
+
   CLI::App app_;
   bool help_ = false;
   std::deque<std::string> scratch_; // CLI11's storage of the integer flags
