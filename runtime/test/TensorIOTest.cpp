@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kiln::rt;
@@ -165,7 +166,16 @@ TEST(TensorIO, NpyRefused) {
   EXPECT_EQ(readError(data("no_such_file.npy")),
             data("no_such_file.npy") + ": No such file or directory");
   EXPECT_EQ(readError(std::string(KILN_RT_TEST_DATA)),
-            std::string(KILN_RT_TEST_DATA) + ": read error: Is a directory");
+            std::string(KILN_RT_TEST_DATA) + ": not a regular file (a directory)");
+  // A FIFO is refused at once: open() without O_NONBLOCK would wait for a
+  // writer forever (issue 21, defect 9).
+  char dir[] = "/tmp/kiln-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string fifo = std::string(dir) + "/x.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(readError(fifo), fifo + ": not a regular file (a FIFO)");
+  ::unlink(fifo.c_str());
+  ::rmdir(dir);
 }
 
 TEST(TensorIO, NpyMalformedHeaders) {

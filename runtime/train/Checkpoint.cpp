@@ -159,7 +159,8 @@ void CheckpointStore::prepare() const {
 }
 
 bool CheckpointStore::isOwnCheckpoint(const std::string &path,
-                                      std::string &why) const {
+                                      std::string &why,
+                                      bool damagedIsOwn) const {
   for (const std::string &e : listDir(path))
     if (e != kTensors && e != kManifest) {
       why = "it holds '" + e + "', which kiln does not write";
@@ -167,7 +168,7 @@ bool CheckpointStore::isOwnCheckpoint(const std::string &path,
     }
   CheckpointManifest m;
   if (!readManifest(path, m, why))
-    return false;
+    return damagedIsOwn;
   if (m.modelSha256 != modelSha_) {
     why = "it was written for another model (model_sha256 " +
           shortSha(m.modelSha256) + ")";
@@ -203,9 +204,12 @@ std::string CheckpointStore::save(const rt::Program &program,
     fail("checkpoint " + finalPath + ": " + why);
   };
   // What is at the step's name is replaced only when it is this model's
-  // checkpoint, as kiln wrote it (issue 21: never destroy what is not ours).
+  // checkpoint, or a damaged one holding only the files kiln writes (which
+  // resume skipped to get here); never a user's files or another model's
+  // checkpoint (issue 21: never destroy what is not ours).
   std::string why;
-  if (pathExists(finalPath) && !isOwnCheckpoint(finalPath, why))
+  if (pathExists(finalPath) &&
+      !isOwnCheckpoint(finalPath, why, /*damagedIsOwn=*/true))
     fail("checkpoint " + finalPath + " exists and is not a checkpoint of this "
          "model (" + why + "); move it away or choose another --checkpoint-dir");
   removeStale(dir_);

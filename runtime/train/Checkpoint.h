@@ -67,8 +67,10 @@ private:
 
   /// Whether PATH is a checkpoint of this model as kiln writes it: only
   /// manifest.json and tensors.safetensors, the manifest parses and names
-  /// this model. Else false with `why`.
-  bool isOwnCheckpoint(const std::string &path, std::string &why) const;
+  /// this model. Else false with `why`. With `damagedIsOwn`, one holding
+  /// only those files whose manifest is missing or does not parse counts too.
+  bool isOwnCheckpoint(const std::string &path, std::string &why,
+                       bool damagedIsOwn = false) const;
   /// Removes the two files of one of this model's checkpoints and the
   /// directory (warning if it is not empty then).
   void removeCheckpoint(const std::string &path) const;
