@@ -32,10 +32,20 @@ llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests", "kiln-train-tests"]
+tools = ["kiln-opt", "kiln-translate", "kiln-run", "kiln-runtime-tests", "kiln-train-tests",
+         "kiln-comm-check"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # qemu-user runs the runtime on an emulated CPU without AVX-512
 # (test/Runtime/portable-baseline.test).
 if shutil.which("qemu-x86_64"):
     config.available_features.add("qemu-x86_64")
+
+# Multi-rank tests (test/Runtime/comm.test): Open MPI's mpirun, allowed to
+# run as root (the CI machine's user), one OpenMP thread per rank.
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMP_NUM_THREADS"] = "1"
+    config.substitutions.append(("%mpirun", "mpirun --oversubscribe"))
