@@ -311,31 +311,50 @@ public:
     if (color < 0)
       throw CommError("split of '" + name_ + "': color " +
                       std::to_string(color) + " is negative");
+    return splitWith(name, [=](MPI_Comm c, MPI_Comm *out) {
+      return MPI_Comm_split(c, color, key, out);
+    });
+  }
+
+  std::unique_ptr<Communicator> splitShared(const std::string &name) override {
+    return splitWith(name, [r = rank_](MPI_Comm c, MPI_Comm *out) {
+      return MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, out);
+    });
+  }
+
+private:
+  template <typename F>
+  std::unique_ptr<Communicator> splitWith(const std::string &name, F how) {
     auto st = newState(*this, "split into '" + name + "'", 0);
-    MPI_Comm out = MPI_COMM_NULL;
-    int subRank = 0, subSize = 1;
-    engine_->submit(st, [&, c = comm_](std::string &err) {
-      int rc = MPI_Comm_split(c, color, key, &out);
+    // Shared with the engine: a split that times out must not leave it
+    // writing into this frame.
+    struct Out {
+      MPI_Comm comm = MPI_COMM_NULL;
+      int rank = 0, size = 1;
+    };
+    auto out = std::make_shared<Out>();
+    engine_->submit(st, [out, how, c = comm_](std::string &err) {
+      int rc = how(c, &out->comm);
       if (rc != MPI_SUCCESS) {
         err = mpiError(rc);
         return MPI_REQUEST_NULL;
       }
-      MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
-      MPI_Comm_rank(out, &subRank);
-      MPI_Comm_size(out, &subSize);
+      MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(out->comm, &out->rank);
+      MPI_Comm_size(out->comm, &out->size);
       return MPI_REQUEST_NULL;
     });
     Handle(st).wait();
-    auto sub = std::make_unique<MpiCommunicator>(engine_, out, subRank, subSize,
-                                                 name);
+    auto sub = std::make_unique<MpiCommunicator>(engine_, out->comm, out->rank,
+                                                 out->size, name);
     sub->setTimeout(timeout_);
     return sub;
   }
 
-private:
   void account(uint64_t bytes) {
     ++stats_.collectives;
     stats_.bytesSent += bytes;
+    stats_.interNodeBytes += bytes; // a flat communicator cannot tell
   }
 
   void checkRank(const char *op, const char *what, int r) const {

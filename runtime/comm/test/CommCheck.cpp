@@ -5,7 +5,9 @@
 // each rank's result against its closed form (the inputs are small integers,
 // exact in every dtype, bf16 and f16 included), in place and not, on the
 // world and on split groups; that a collective progresses while the caller
-// computes (no wait() called); and the bytes the communicator counts. Run
+// computes (no wait() called); the hierarchical all-reduce (simulated nodes
+// of 2 ranks at 4 ranks, and the shared-memory nodes); and the bytes the
+// communicator counts, inter-node bytes included. Run
 // alone (the Self backend) or under `mpirun -np N`. Rank 0 prints
 // "comm: N ranks (BACKEND), K checks passed" or the failures; exit 1 on any.
 //   --hang: rank 1 skips an all-reduce; rank 0 must time out with a message.
@@ -195,6 +197,43 @@ int main(int argc, char **argv) {
                                   ", want " + std::to_string(want), r);
     checkAllReduce(*g, DType::F32, ReduceOp::Sum, false);
     checkOthers(*g);
+
+    // Hierarchical: nodes of 2 ranks (simulated) when there are 4 or more,
+    // and the ranks sharing memory (here: all) otherwise.
+    for (int rpn : {N >= 4 && N % 2 == 0 ? 2 : 0, 0}) {
+      auto h = makeHierarchical(w, rpn);
+      for (DType t : {DType::F32, DType::BF16, DType::I64})
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+          checkAllReduce(*h, t, op, false);
+      checkAllReduce(*h, DType::F64, ReduceOp::Sum, true);
+      checkOthers(*h);
+      // Only a 1/L shard crosses nodes: 1000 f32 with L = 2, M = N / 2
+      // send 2 (M-1)/M x 500 x 4 bytes between nodes.
+      CommStats before = h->stats();
+      std::vector<float> x(1000, 1.0f);
+      h->allReduce(x.data(), x.data(), 1000, DType::F32, ReduceOp::Sum).wait();
+      CommStats after = h->stats();
+      expect(x[999] == (float)N, "hierarchical sum", r);
+      if (rpn == 2) {
+        uint64_t M = N / 2, want = 2 * (M - 1) * 2000 / M;
+        expect(after.interNodeBytes - before.interNodeBytes == want,
+               "inter-node bytes " +
+                   std::to_string(after.interNodeBytes - before.interNodeBytes) +
+                   ", want " + std::to_string(want),
+               r);
+      }
+    }
+    if (N >= 2) {
+      try {
+        makeHierarchical(w, N + 1);
+        expect(false, "nodes that do not divide the ranks were accepted", r);
+      } catch (const CommError &e) {
+        expect(std::string(e.what()) ==
+                   std::to_string(N) + " ranks do not divide into nodes of " +
+                       std::to_string(N + 1) + " (--ranks-per-node)",
+               std::string("message: ") + e.what(), r);
+      }
+    }
 
     // Progress without wait(): the engine drives a collective while this
     // thread computes.

@@ -63,6 +63,9 @@ private:
 /// ring all-reduce of n bytes over N ranks sends 2(N-1)/N n).
 struct CommStats {
   uint64_t collectives = 0, bytesSent = 0;
+  /// Of bytesSent, what crossed between nodes (hierarchical communicators;
+  /// a flat one cannot tell and counts everything here too).
+  uint64_t interNodeBytes = 0;
 };
 
 class Communicator {
@@ -102,6 +105,9 @@ public:
   /// `key` then rank; collective over this one (every member calls it).
   virtual std::unique_ptr<Communicator> split(int color, int key,
                                               const std::string &name) = 0;
+  /// The members that share memory with this rank (one node), by rank;
+  /// collective over this one. MPI: MPI_Comm_split_type(SHARED).
+  virtual std::unique_ptr<Communicator> splitShared(const std::string &name) = 0;
 
   CommStats stats() const { return stats_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -126,6 +132,17 @@ Communicator &world();
 
 /// A one-rank communicator (for tests and 1-rank runs).
 std::unique_ptr<Communicator> makeSelf(const std::string &name = "world");
+
+/// `flat`'s ranks grouped into nodes: `ranksPerNode` consecutive ranks each
+/// (simulating several nodes on one machine), or with 0 the ranks that share
+/// memory (MPI_Comm_split_type). Its all-reduce is intra-node reduce-scatter,
+/// inter-node all-reduce of the shard, intra-node all-gather, so only 1/L of
+/// the buffer crosses between nodes (L ranks per node); every other
+/// collective is `flat`'s, issued in order after the all-reduces before it.
+/// Nodes must have equal sizes. Collective over `flat`, which must outlive
+/// the result and not be used directly while it lives; throws CommError.
+std::unique_ptr<Communicator> makeHierarchical(Communicator &flat,
+                                               int ranksPerNode);
 
 } // namespace kiln::comm
 
