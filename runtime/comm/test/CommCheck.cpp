@@ -7,13 +7,16 @@
 // world and on split groups; that a collective progresses while the caller
 // computes (no wait() called); the hierarchical all-reduce (simulated nodes
 // of 2 ranks at 4 ranks, and the shared-memory nodes); and the bytes the
-// communicator counts, inter-node bytes included. Run
+// communicator counts, inter-node bytes included; the compressed all-reduce
+// (bf16, fp16, int8 with error feedback: bounded drift, int8's byte ratio).
+// Run
 // alone (the Self backend) or under `mpirun -np N`. Rank 0 prints
 // "comm: N ranks (BACKEND), K checks passed" or the failures; exit 1 on any.
 //   --hang: rank 1 skips an all-reduce; rank 0 must time out with a message.
 //   --die:  rank 1 SIGKILLs itself before an all-reduce; the job must end.
 //===----------------------------------------------------------------------===//
 #include "kiln/comm/Communicator.h"
+#include "kiln/comm/Compression.h"
 
 #include <chrono>
 #include <cmath>
@@ -232,6 +235,57 @@ int main(int argc, char **argv) {
                    std::to_string(N) + " ranks do not divide into nodes of " +
                        std::to_string(N + 1) + " (--ranks-per-node)",
                std::string("message: ") + e.what(), r);
+      }
+    }
+
+    // Compressed all-reduce with error feedback: over K steps of the same
+    // input the summed outputs stay within about one step's error of K
+    // times the exact sum (without feedback they would drift K times that),
+    // and int8 sends at most 1/3.5 of f32's bytes.
+    for (Compression kind : {Compression::BF16, Compression::FP16, Compression::Int8}) {
+      const size_t n = 4099; // not a multiple of the ranks
+      const int K = 40;
+      std::vector<float> mine(n);
+      std::vector<double> exact(n, 0.0), total(n, 0.0);
+      for (size_t i = 0; i < n; ++i) {
+        for (int q = 0; q < N; ++q) {
+          float v = (float)(std::sin(0.37 * (double)i * (q + 1)) * (1 + i % 5));
+          exact[i] += v;
+          if (q == r)
+            mine[i] = v;
+        }
+      }
+      CompressedAllReducer red(w, kind);
+      double first = 0, drift = 0;
+      for (int k = 0; k < K; ++k) {
+        std::vector<float> buf(mine);
+        red.allReduceSum(3, buf.data(), n);
+        for (size_t i = 0; i < n; ++i) {
+          total[i] += buf[i];
+          if (k == 0)
+            first = std::max(first, std::fabs(buf[i] - exact[i]));
+        }
+      }
+      for (size_t i = 0; i < n; ++i)
+        drift = std::max(drift, std::fabs(total[i] - K * exact[i]));
+      std::string name = compressionName(kind);
+      expect(first > 0 && first < 0.05 * (N + 1),
+             name + ": one step's error " + std::to_string(first), r);
+      expect(drift <= 3 * first,
+             name + ": after " + std::to_string(K) + " steps the error is " +
+                 std::to_string(drift) + ", one step's is " + std::to_string(first),
+             r);
+      if (kind == Compression::Int8 && N > 1) {
+        std::vector<float> big(1 << 16, 1.0f);
+        CommStats s0 = w.stats();
+        w.allReduce(big.data(), big.data(), big.size(), DType::F32, ReduceOp::Sum).wait();
+        CommStats s1 = w.stats();
+        red.allReduceSum(4, big.data(), big.size());
+        CommStats s2 = w.stats();
+        double ratio = double(s1.bytesSent - s0.bytesSent) /
+                       double(s2.bytesSent - s1.bytesSent);
+        expect(ratio >= 3.5, "int8 sends 1/" + std::to_string(ratio) +
+                                 " of f32's bytes, want at most 1/3.5", r);
       }
     }
 
