@@ -9,6 +9,7 @@
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dialect.h"
 
@@ -17,7 +18,7 @@ namespace kiln {
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<kiln::KilnDialect, kiln::onnx::ONNXDialect, kiln::krt::KRTDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::tensor::TensorDialect, mlir::shard::ShardDialect>();
 }
 } // namespace kiln
 

@@ -190,3 +190,22 @@ func.func @op_typo(%x: tensor<4xf32>) -> tensor<4xf32> attributes {kiln.optimise
   %0 = kiln.relu %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A mesh names each of its axes; the runtime's collectives use the names.
+// CHECK: shard.grid @mesh(shape = 2x4) {kiln.axis_names = ["dp", "tp"]}
+shard.grid @mesh(shape = 2x4) {kiln.axis_names = ["dp", "tp"]}
+
+// -----
+
+// expected-error @+1 {{kiln.axis_names must name each of the grid's 2 axes, got ["dp"]}}
+shard.grid @mesh(shape = 2x4) {kiln.axis_names = ["dp"]}
+
+// -----
+
+// expected-error @+1 {{kiln.axis_names belongs on a shard.grid}}
+func.func @axes_place(%x: tensor<4xf32>) -> tensor<4xf32> attributes {kiln.axis_names = ["dp"]} {
+  %0 = kiln.relu %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -140,6 +141,21 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << name << " must be a string (the model's path), "
                              << "got " << attr.getValue();
+    return success();
+  }
+  if (name == getAxisNamesAttrName()) {
+    auto grid = dyn_cast<shard::GridOp>(op);
+    if (!grid)
+      return op->emitError() << name << " belongs on a shard.grid";
+    auto names = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!names || names.size() != grid.getShape().size() ||
+        !llvm::all_of(names, [](Attribute a) {
+          auto s = dyn_cast<StringAttr>(a);
+          return s && !s.getValue().empty();
+        }))
+      return op->emitError() << name << " must name each of the grid's "
+                             << grid.getShape().size() << " axes, got "
+                             << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown kiln attribute '" << name << "'";

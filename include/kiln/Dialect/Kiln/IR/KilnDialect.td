@@ -68,6 +68,11 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getWeightsAttrName() {
       return ::llvm::StringLiteral("kiln.weights");
     }
+    /// shard.grid: the names of the mesh's axes (["dp"]), one per dim of
+    /// its shape; the runtime's collectives name their group by axis.
+    static constexpr ::llvm::StringLiteral getAxisNamesAttrName() {
+      return ::llvm::StringLiteral("kiln.axis_names");
+    }
   }];
 }
 

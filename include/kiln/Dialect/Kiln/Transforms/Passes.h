@@ -7,6 +7,8 @@
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

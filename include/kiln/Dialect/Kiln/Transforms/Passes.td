@@ -94,6 +94,32 @@ def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Averages @train_step's gradients and loss over the dp ranks";
+  let description = [{
+    Data parallelism on a mesh of `dp` ranks: each rank runs @train_step
+    on its slice of the global batch (the executable's sampler picks it),
+    so the gradient of a replicated parameter is the mean over ranks of the
+    rank's gradient. After `--kiln-autodiff` (the gradients are results,
+    tagged `kiln.grad_of`) and before `--kiln-attach-optimizer` (so the
+    gradient norm and clipping see the averaged gradients), this pass
+    declares the mesh, `shard.grid @kiln_mesh(shape = dp)` with
+    `kiln.axis_names = ["dp"]`, and replaces each gradient result and the
+    loss by its `shard.all_reduce ... on @kiln_mesh grid_axes = [0]
+    reduction = <average>`. The 1-rank run with the same global batch then
+    computes the same loss and update, up to the summation order.
+
+    With `dp` = 1 it does nothing. A @train_step with state updates
+    (BatchNorm's running statistics, `kiln.update`) is refused for now:
+    per-rank statistics (PyTorch DDP) and synchronized ones are not built
+    yet.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "ranks on the dp axis">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
   let summary = "Rewrites @forward's training-mode ops for evaluation";
   let description = [{
