@@ -627,6 +627,7 @@ bool Program::findNonFinite(const std::vector<const HostTensor *> &inputs,
 
 void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
 void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
+void Program::setCollectives(Collectives *c) { impl_->ctx.collectives = c; }
 uint64_t Program::seed() const { return impl_->ctx.seed; }
 uint64_t Program::step() const { return impl_->ctx.step; }
 

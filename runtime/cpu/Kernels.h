@@ -23,6 +23,7 @@ void registerSoftmaxKernels(KernelRegistry &r);     // Softmax.cpp
 void registerRandomKernels(KernelRegistry &r);      // Random.cpp
 void registerLossKernels(KernelRegistry &r);        // Loss.cpp
 void registerBackwardKernels(KernelRegistry &r);    // Backward.cpp
+void registerCollectiveKernels(KernelRegistry &r);  // Collective.cpp
 
 } // namespace kiln::rt::cpu
 

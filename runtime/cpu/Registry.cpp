@@ -17,6 +17,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerRandomKernels(r);
   cpu::registerLossKernels(r);
   cpu::registerBackwardKernels(r);
+  cpu::registerCollectiveKernels(r);
 }
 
 const std::vector<std::string> &runtimeOnlyKernels() {

@@ -5,10 +5,14 @@
 // kernel of the same name on buffers. The walk is generic: an op's kernel
 // name is its mnemonic, its params are its attributes, and whether it may run
 // in place is its InPlaceElementwise trait, so a new kiln op needs no change
-// here, only a runtime kernel.
+// here, only a runtime kernel. The one other op lowered is upstream's
+// `shard.all_reduce` (--kiln-data-parallel), which becomes a launch of the
+// `all_reduce` kernel naming its reduction and its mesh axis by name
+// (KRTKernels.td); the runtime runs it on the executable's communicator.
 //===----------------------------------------------------------------------===//
 #include "kiln/Conversion/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -41,8 +45,52 @@ struct KilnLowerToRuntimePass
 
   LogicalResult lower(func::FuncOp func);
   LogicalResult checkTypes(Operation *op);
+  /// The `all_reduce` kernel's params of `op`: {reduction, axis}, the axis
+  /// named by its grid's kiln.axis_names.
+  FailureOr<DictionaryAttr> collectiveParams(shard::AllReduceOp op);
   LogicalResult writeUpdates(func::FuncOp func);
 };
+
+FailureOr<DictionaryAttr>
+KilnLowerToRuntimePass::collectiveParams(shard::AllReduceOp op) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      op, op.getGridAttr());
+  if (!grid)
+    return op.emitOpError() << "names the grid " << op.getGridAttr()
+                            << ", which the module does not declare";
+  auto names = grid->getAttrOfType<ArrayAttr>(
+      kiln::KilnDialect::getAxisNamesAttrName());
+  if (!names)
+    return grid.emitOpError()
+           << "has no " << kiln::KilnDialect::getAxisNamesAttrName()
+           << ": the runtime finds a collective's group by its axis name";
+  ArrayRef<int16_t> axes = op.getGridAxes();
+  if (axes.size() != 1 || axes[0] < 0 || (size_t)axes[0] >= names.size())
+    return op.emitOpError() << "cannot be lowered to the runtime: it reduces "
+                               "over one grid axis only for now";
+  if (op.getInput().getType() != op.getType())
+    return op.emitOpError() << "cannot be lowered to the runtime: the result "
+                               "type must be the input's";
+  StringRef reduction;
+  switch (op.getReduction()) {
+  case shard::ReductionKind::Sum: reduction = "sum"; break;
+  case shard::ReductionKind::Max: reduction = "max"; break;
+  case shard::ReductionKind::Min: reduction = "min"; break;
+  case shard::ReductionKind::Average: reduction = "average"; break;
+  default:
+    return op.emitOpError() << "cannot be lowered to the runtime: reduction "
+                            << shard::stringifyReductionKind(op.getReduction())
+                            << " has no kernel (sum, max, min, average)";
+  }
+  if (reduction == "average" &&
+      !isa<FloatType>(cast<ShapedType>(op.getType()).getElementType()))
+    return op.emitOpError() << "cannot be lowered to the runtime: an average "
+                               "needs floating-point values";
+  Builder b(op.getContext());
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]])),
+       b.getNamedAttr("reduction", b.getStringAttr(reduction))});
+}
 
 /// Results tagged `kiln.update = <argument>` (training: new parameter and
 /// optimizer-state values) are written into the argument's own storage and
@@ -141,6 +189,11 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
+    if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+      if (failed(collectiveParams(ar)))
+        return failure();
+      continue;
+    }
     if (!isa<kiln::KilnDialect>(op.getDialect()))
       return op.emitOpError()
              << "cannot be lowered to the runtime: only kiln ops have "
@@ -187,6 +240,18 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
                                          map.lookupOrDefault(r.getInput()));
       map.map(r.getResult(), v.getResult());
       ++numViews;
+      continue;
+    }
+
+    if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+      auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(ar.getType()),
+                                              IntegerAttr());
+      map.map(ar.getResult(), alloc.getResult());
+      kiln::krt::LaunchOp::create(
+          b, loc, "all_reduce", ValueRange{map.lookupOrDefault(ar.getInput())},
+          ValueRange{alloc.getResult()}, *collectiveParams(ar),
+          /*inPlace=*/false, /*stream=*/0);
+      ++numLaunches;
       continue;
     }
 

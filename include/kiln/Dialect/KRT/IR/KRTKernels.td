@@ -37,6 +37,16 @@ def KRT_CopyKernel : KRT_Kernel<"copy"> {
   let results = (outs AnyType:$output);
 }
 
+def KRT_AllReduceKernel : KRT_Kernel<"all_reduce"> {
+  let summary = "the reduction (sum, max, min or average) of the input over "
+                "the ranks of the mesh axis `axis`, in every rank's output; "
+                "--kiln-lower-to-runtime lowers shard.all_reduce to it, and "
+                "the runtime runs it on the executable's communicator (one "
+                "rank: a copy)";
+  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis);
+  let results = (outs AnyType:$output);
+}
+
 /// `kiln` ops --kiln-lower-to-runtime turns into something other than a
 /// launch, so no plan step names them (they stay in the manifest, marked
 /// not launched: the plan writer refuses a launch of one).

@@ -13,6 +13,7 @@
 #ifndef KILN_RUNTIME_KERNEL_H
 #define KILN_RUNTIME_KERNEL_H
 
+#include "kiln/runtime/Collectives.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/Tensor.h"
 
@@ -98,6 +99,9 @@ struct ExecContext {
   Device *device = &cpuDevice();
   Stream *stream = &cpuDevice().defaultStream();
   Allocator *allocator = &cpuDevice().allocator();
+  /// The ranks a collective kernel reduces over (Collectives.h); null for a
+  /// single-rank program.
+  Collectives *collectives = nullptr;
 };
 
 class Kernel {

@@ -22,6 +22,7 @@ namespace kiln::rt {
 /// The plan format version this runtime reads.
 constexpr uint32_t kPlanVersion = 1;
 
+class Collectives;
 class Device;
 class KernelRegistry;
 class ProgramImpl;
@@ -122,6 +123,9 @@ public:
   /// and the training step. Both default to 0; they are not changed by run.
   void setSeed(uint64_t seed);
   void setStep(uint64_t step);
+  /// The ranks the plan's collective kernels reduce over; null (the
+  /// default) runs them as a single rank. Not owned; must outlive runs.
+  void setCollectives(Collectives *collectives);
   uint64_t seed() const;
   uint64_t step() const;
 

@@ -1,0 +1,47 @@
+//===- MeshCollectives.h - the runtime's collectives over comm --*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// rt::Collectives (the seam a plan's collective kernels call) over this
+// library's Communicators: one communicator per mesh axis name ("dp"), each
+// the group of this rank along that axis. kiln-train builds one from the
+// payload's mesh and installs it on its Program.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_COMM_MESHCOLLECTIVES_H
+#define KILN_COMM_MESHCOLLECTIVES_H
+
+#include "kiln/comm/Communicator.h"
+#include "kiln/runtime/Collectives.h"
+
+#include <map>
+
+namespace kiln::comm {
+
+class MeshCollectives final : public rt::Collectives {
+public:
+  /// `comm` (not owned) is this rank's group along mesh axis `name`.
+  void addAxis(const std::string &name, Communicator &comm) { axes_[name] = &comm; }
+
+  int groupSize(const std::string &axis) override { return get(axis).size(); }
+
+  void allReduce(const std::string &axis, void *buf, size_t count,
+                 rt::DType dtype, rt::CollectiveOp op) override {
+    ReduceOp r = op == rt::CollectiveOp::Max   ? ReduceOp::Max
+                 : op == rt::CollectiveOp::Min ? ReduceOp::Min
+                                               : ReduceOp::Sum;
+    get(axis).allReduce(buf, buf, count, dtype, r).wait();
+  }
+
+private:
+  Communicator &get(const std::string &axis) {
+    auto it = axes_.find(axis);
+    if (it == axes_.end())
+      throw CommError("the plan reduces over mesh axis '" + axis +
+                      "', which this run's mesh does not have");
+    return *it->second;
+  }
+  std::map<std::string, Communicator *> axes_;
+};
+
+} // namespace kiln::comm
+
+#endif // KILN_COMM_MESHCOLLECTIVES_H

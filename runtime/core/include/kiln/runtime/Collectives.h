@@ -1,0 +1,37 @@
+//===- Collectives.h - the runtime's seam to the communicator ---*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// A plan's collective kernels (`all_reduce`, from upstream shard.all_reduce)
+// reach the ranks through this interface, set on the Program
+// (Program::setCollectives) and seen by kernels in ExecContext. The runtime
+// core stays free of MPI: runtime/comm implements it over its Communicator
+// (kiln/comm/MeshCollectives.h) and kiln-train installs it. Without one a
+// program is a single rank and a collective is the identity.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_COLLECTIVES_H
+#define KILN_RUNTIME_COLLECTIVES_H
+
+#include "kiln/runtime/DType.h"
+
+#include <cstddef>
+#include <string>
+
+namespace kiln::rt {
+
+enum class CollectiveOp { Sum, Max, Min };
+
+class Collectives {
+public:
+  virtual ~Collectives() = default;
+  /// Ranks in this rank's group of mesh axis `axis` ("dp"). Throws Error
+  /// for an axis the mesh does not have.
+  virtual int groupSize(const std::string &axis) = 0;
+  /// buf (count elements of dtype) becomes `op` over the group of `axis`,
+  /// on every member. Blocks until done. Throws Error (a timed-out rank).
+  virtual void allReduce(const std::string &axis, void *buf, size_t count,
+                         DType dtype, CollectiveOp op) = 0;
+};
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_COLLECTIVES_H

@@ -1,0 +1,69 @@
+//===- Collective.cpp - collective kernels ----------------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// `all_reduce` (KRTKernels.td): the output is the input's sum, max, min or
+// average over the ranks of mesh axis `axis`, reduced by the program's
+// Collectives (ExecContext::collectives; kiln-train installs one over
+// runtime/comm). Without one the program is a single rank: a copy.
+//===----------------------------------------------------------------------===//
+#include "GradUtil.h"
+#include "Kernels.h"
+
+#include <cstring>
+
+namespace kiln::rt::cpu {
+namespace {
+
+using namespace grad;
+
+std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
+  const TensorDesc &d = *spec.inputs[0];
+  std::string axis = spec.attrs.getString("axis", "");
+  std::string reduction = spec.attrs.getString("reduction", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  bool average = reduction == "average";
+  CollectiveOp op = reduction == "max"   ? CollectiveOp::Max
+                    : reduction == "min" ? CollectiveOp::Min
+                                         : CollectiveOp::Sum;
+  if (!average && reduction != "sum" && reduction != "max" && reduction != "min")
+    fail(spec, "reduction must be sum, max, min or average, got '" +
+                   reduction + "'");
+  if (average && d.dtype != DType::F32 && d.dtype != DType::F64)
+    unsupportedType(spec, d.dtype);
+  const size_t bytes = d.bytes(), n = (size_t)d.numel();
+  const DType dtype = d.dtype;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    if (in[0] != out[0])
+      std::memmove(out[0], in[0], bytes);
+    if (!ctx.collectives)
+      return;
+    ctx.collectives->allReduce(axis, out[0], n, dtype, op);
+    if (!average)
+      return;
+    int ranks = ctx.collectives->groupSize(axis);
+    if (ranks <= 1)
+      return;
+    if (dtype == DType::F32) {
+      float *p = static_cast<float *>(out[0]);
+      const float inv = 1.0f / (float)ranks;
+      for (size_t i = 0; i < n; ++i)
+        p[i] *= inv;
+    } else {
+      double *p = static_cast<double *>(out[0]);
+      const double inv = 1.0 / (double)ranks;
+      for (size_t i = 0; i < n; ++i)
+        p[i] *= inv;
+    }
+  });
+}
+
+} // namespace
+
+void registerCollectiveKernels(KernelRegistry &r) {
+  r.add("all_reduce", makeAllReduce);
+}
+
+} // namespace kiln::rt::cpu

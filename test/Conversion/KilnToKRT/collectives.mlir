@@ -1,0 +1,58 @@
+// RUN: kiln-opt %s -split-input-file --kiln-lower-to-runtime -verify-diagnostics | FileCheck %s
+
+// shard.all_reduce becomes a launch of the runtime's all_reduce kernel that
+// names its reduction and its mesh axis by name (never in place).
+// CHECK: shard.grid @kiln_mesh(shape = 2) {kiln.axis_names = ["dp"]}
+// CHECK-LABEL: func.func @grads
+// CHECK: %[[G:.*]] = krt.alloc : memref<4x2xf32>
+// CHECK: krt.launch "mul" ins(%{{.*}}, %{{.*}} : memref<4x2xf32>, memref<4x2xf32>) outs(%[[G]] : memref<4x2xf32>)
+// CHECK: %[[A:.*]] = krt.alloc : memref<4x2xf32>
+// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[A]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "average"}}
+// CHECK: %[[M:.*]] = krt.alloc : memref<4x2xf32>
+// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[M]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "max"}}
+// CHECK: return %[[A]], %[[M]]
+shard.grid @kiln_mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @grads(%w: tensor<4x2xf32> {kiln.param, onnx.name = "w"})
+    -> (tensor<4x2xf32> {onnx.name = "g"}, tensor<4x2xf32> {onnx.name = "m"}) {
+  %g = kiln.mul %w, %w : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %a = shard.all_reduce %g on @kiln_mesh grid_axes = [0] reduction = average : tensor<4x2xf32> -> tensor<4x2xf32>
+  %m = shard.all_reduce %g on @kiln_mesh grid_axes = [0] reduction = max : tensor<4x2xf32> -> tensor<4x2xf32>
+  return %a, %m : tensor<4x2xf32>, tensor<4x2xf32>
+}
+
+// -----
+
+// The runtime finds a collective's group by the axis name.
+// expected-error @+1 {{has no kiln.axis_names: the runtime finds a collective's group by its axis name}}
+shard.grid @mesh(shape = 2)
+func.func @unnamed(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
+  %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = sum : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2x2) {kiln.axis_names = ["dp", "tp"]}
+func.func @two_axes(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: it reduces over one grid axis only for now}}
+  %a = shard.all_reduce %w on @mesh grid_axes = [0, 1] reduction = sum : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @product(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: reduction product has no kernel (sum, max, min, average)}}
+  %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = product : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @int_average(%w: tensor<4xi64> {kiln.param, onnx.name = "w"}) -> (tensor<4xi64> {onnx.name = "g"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: an average needs floating-point values}}
+  %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = average : tensor<4xi64> -> tensor<4xi64>
+  return %a : tensor<4xi64>
+}
