@@ -137,8 +137,21 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (!rt::readRegularFile(path, bytes, readErr))
     return failWith("import", readErr);
 
+  if (opts.dp < 1)
+    return failWith("mesh", "dp must be at least 1, got " +
+                                std::to_string(opts.dp));
+  if (opts.dp > 1 && opts.import.batchSize <= 0)
+    return failWith("mesh", "--mesh dp=" + std::to_string(opts.dp) +
+                                " needs --batch-size (the global batch)");
+  if (opts.dp > 1 && opts.import.batchSize % opts.dp)
+    return failWith("mesh", "the global batch " +
+                                std::to_string(opts.import.batchSize) +
+                                " does not divide over dp=" +
+                                std::to_string(opts.dp) + " ranks");
   ParamData params;
   ImportOptions importOpts = opts.import;
+  if (opts.dp > 1)
+    importOpts.batchSize = opts.import.batchSize / opts.dp; // per rank
   importOpts.paramData = &params;
   importOpts.overrideBatch = importOpts.batchSize > 0;
   OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
@@ -185,6 +198,10 @@ bool kiln::compileONNXToTraining(const std::string &path,
     ao.freeze = opts.freeze;
     ao.bnRunningVar = *bnRunningVar;
     pm.addPass(createKilnAutodiffPass(ao));
+    // Gradients averaged over the ranks before the optimizer sees them.
+    KilnDataParallelPassOptions dpo;
+    dpo.dp = opts.dp;
+    pm.addPass(createKilnDataParallelPass(dpo));
     KilnAttachOptimizerPassOptions oo;
     if (optimizer)
       oo.optimizer = *optimizer;
@@ -217,7 +234,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
   using K = rt::TrainConfigKey;
   auto key = [](K k) { return llvm::StringRef(rt::trainConfigKey(k)); };
   llvm::json::Array data;
-  int64_t batch = opts.import.batchSize;
+  int64_t batch = opts.dp > 1 ? opts.import.batchSize / opts.dp
+                              : opts.import.batchSize;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (isParam(step, i))
       continue;
@@ -297,6 +315,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
                           {key(K::ScheduleMinLr), opts.minLr}}},
       {key(K::LrInput), kLrInputName},
       {key(K::StepInput), kStepInputName}};
+  if (opts.dp > 1)
+    config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), opts.dp}};
   {
     llvm::raw_string_ostream os(result.config);
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));

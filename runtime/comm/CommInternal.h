@@ -38,6 +38,8 @@ void checkCount(const Communicator &c, const char *op, size_t count,
 #ifdef KILN_HAVE_MPI
 /// MpiCommunicator.cpp: MPI_COMM_WORLD behind the engine thread.
 std::unique_ptr<Communicator> makeMpiWorld();
+/// MPI_Abort on the engine thread; does not return.
+[[noreturn]] void abortMpiWorld(Communicator &world, int code);
 #endif
 
 } // namespace kiln::comm

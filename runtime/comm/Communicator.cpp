@@ -3,7 +3,9 @@
 //===----------------------------------------------------------------------===//
 #include "CommInternal.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -175,6 +177,10 @@ bool launchedUnderMpi() {
   return false;
 }
 
+namespace {
+std::atomic<Communicator *> gWorld{nullptr};
+} // namespace
+
 Communicator &world() {
   static std::unique_ptr<Communicator> w = [] {
 #ifdef KILN_HAVE_MPI
@@ -183,7 +189,19 @@ Communicator &world() {
 #endif
     return makeSelf("world");
   }();
+  gWorld.store(w.get());
   return *w;
+}
+
+void abortIfDistributed(int code) {
+  Communicator *w = gWorld.load();
+  if (!w || w->size() < 2)
+    return;
+#ifdef KILN_HAVE_MPI
+  std::fflush(stdout);
+  std::fflush(stderr);
+  abortMpiWorld(*w, code);
+#endif
 }
 
 } // namespace kiln::comm

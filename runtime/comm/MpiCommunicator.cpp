@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <thread>
@@ -88,6 +89,22 @@ public:
   }
 
   int worldRank() const { return worldRank_; }
+
+  /// Ends the job from the engine thread (the only one that calls MPI).
+  [[noreturn]] void abort(int code) {
+    auto st = std::make_shared<Handle::State>();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back({st, [code](std::string &) -> MPI_Request {
+                          MPI_Abort(MPI_COMM_WORLD, code);
+                          return MPI_REQUEST_NULL;
+                        }});
+    }
+    cv_.notify_all();
+    // MPI_Abort kills this process; should it return, leave anyway.
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    std::_Exit(code);
+  }
   int worldSize() const { return worldSize_; }
 
   /// Runs `start` on the engine thread; it returns the request to drive
@@ -211,6 +228,7 @@ public:
   int size() const override { return size_; }
   const std::string &name() const override { return name_; }
   const char *backend() const override { return "mpi"; }
+  Engine &engine() { return *engine_; }
 
   Handle allReduce(const void *send, void *recv, size_t count, rt::DType dtype,
                    ReduceOp op) override {
@@ -386,6 +404,10 @@ private:
 };
 
 } // namespace
+
+void abortMpiWorld(Communicator &world, int code) {
+  static_cast<MpiCommunicator &>(world).engine().abort(code);
+}
 
 std::unique_ptr<Communicator> makeMpiWorld() {
   auto engine = std::make_shared<Engine>();

@@ -106,6 +106,7 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
   case TrainConfigObject::Top: return schema;
   case TrainConfigObject::Optimizer: return schema["properties"]["optimizer"];
   case TrainConfigObject::Schedule: return schema["properties"]["schedule"];
+  case TrainConfigObject::Mesh: return schema["properties"]["mesh"];
   case TrainConfigObject::Data: return schema["properties"]["data"]["items"];
   }
   return schema;
@@ -149,7 +150,8 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
   }
   for (TrainConfigObject o :
        {TrainConfigObject::Top, TrainConfigObject::Optimizer,
-        TrainConfigObject::Schedule, TrainConfigObject::Data}) {
+        TrainConfigObject::Schedule, TrainConfigObject::Mesh,
+        TrainConfigObject::Data}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

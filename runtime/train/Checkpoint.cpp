@@ -246,8 +246,10 @@ std::string CheckpointStore::save(const rt::Program &program,
   manifest.model = config.model;
   manifest.modelSha256 = modelSha_;
   manifest.optimizer = config.optimizer;
-  manifest.ranks = 1;
-  manifest.batchSize = config.batchSize;
+  // The global batch and the ranks that trained: data parallelism
+  // replicates every parameter, so any number of ranks resumes it.
+  manifest.ranks = config.dp;
+  manifest.batchSize = config.batchSize * config.dp;
   if (!writeFileSynced(tmp + "/" + kManifest, writeCheckpointManifest(manifest),
                        err))
     bail(err);
@@ -307,13 +309,10 @@ bool CheckpointStore::resume(
         fail("--resume: checkpoint " + path + " was written for another model "
              "(model_sha256 " + shortSha(m.modelSha256) +
              ", this executable's model is " + shortSha(modelSha_) + ")");
-      if (m.batchSize != config.batchSize)
+      if (m.batchSize != config.batchSize * config.dp)
         fail("--resume: checkpoint " + path + " was written with batch size " +
              std::to_string(m.batchSize) + ", this executable trains with " +
-             std::to_string(config.batchSize));
-      if (m.ranks != 1)
-        fail("--resume: checkpoint " + path + " was written by " +
-             std::to_string(m.ranks) + " ranks; this executable runs one");
+             std::to_string(config.batchSize * config.dp));
       if (m.optimizer != config.optimizer)
         fail("--resume: checkpoint " + path + " was written with optimizer '" +
              m.optimizer + "', this executable trains with '" +

@@ -183,6 +183,13 @@ Config parseConfig(std::string_view text) {
             std::to_string(c.schedule.warmupSteps));
       c.schedule.minLr = getNumber(*s, Key::ScheduleMinLr, "schedule ");
     }
+    if (const json *m = field(j, Key::Mesh)) {
+      if (!m->is_object())
+        bad("'mesh' must be an object");
+      c.dp = *getInt(*m, Key::MeshDp, "mesh ");
+      if (c.dp < 1 || c.dp > (int64_t(1) << 20))
+        bad("mesh dp must be in [1, 2^20], got " + std::to_string(c.dp));
+    }
     c.lrInput = getString(j, Key::LrInput);
     c.stepInput = getString(j, Key::StepInput);
   } catch (const json::exception &e) {

@@ -44,7 +44,8 @@ struct Schedule {
 struct Config {
   std::string model;        // the ONNX file's name (informative)
   std::string modelSha256;  // identity of the model, for checkpoints
-  int64_t batchSize = 0;
+  int64_t batchSize = 0;   // per rank: axis 0 of the plan's data inputs
+  int64_t dp = 1;          // ranks on the data-parallel mesh axis
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

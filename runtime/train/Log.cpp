@@ -75,6 +75,8 @@ void Logger::clearProgress() {
 }
 
 void Logger::message(const std::string &line) {
+  if (silent_)
+    return;
   clearProgress();
   std::fputs(line.c_str(), stdout);
   std::fputc('\n', stdout);
@@ -132,7 +134,8 @@ void Logger::step(const StepRecord &r) {
     windowStart_ = now;
     windowSteps_ = 0;
   }
-  if (tty_ && std::chrono::duration<double>(now - lastProgress_).count() > 0.1) {
+  if (tty_ && !silent_ &&
+      std::chrono::duration<double>(now - lastProgress_).count() > 0.1) {
     lastProgress_ = now;
     std::fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.6f  %.1f samples/s  ETA %s",
                  (long long)done, (long long)total_, r.loss, sps,

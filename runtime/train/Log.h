@@ -49,6 +49,9 @@ public:
   void message(const std::string &line);
   /// Clears the progress line.
   void finish();
+  /// A silent logger prints nothing (the ranks other than 0 of a
+  /// data-parallel run: rank 0 reports the run).
+  void setSilent(bool silent) { silent_ = silent; }
 
 private:
   void clearProgress();
@@ -56,7 +59,7 @@ private:
   int64_t first_, total_, batch_, logEvery_;
   FILE *metrics_ = nullptr;
   std::string metricsPath_;
-  bool tty_ = false, progressShown_ = false;
+  bool tty_ = false, progressShown_ = false, silent_ = false;
   using Clock = std::chrono::steady_clock;
   Clock::time_point windowStart_, lastProgress_;
   int64_t windowSteps_ = 0;

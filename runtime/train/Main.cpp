@@ -8,7 +8,7 @@
 //       [--no-shuffle] [--seed S] [--log-every N] [--metrics FILE.jsonl]
 //       [--export-onnx FILE.onnx] [--checkpoint-dir DIR] [--checkpoint-every N]
 //       [--keep-checkpoints K] [--resume] [--eval-data NAME=FILE.npy ...]
-//       [--eval-every N] [--threads N] [--debug-nan]
+//       [--eval-every N] [--threads N] [--ranks-per-node N] [--debug-nan]
 //
 // Step s (from 0) feeds the plan the batch of samples [p·B, (p+1)·B) of its
 // epoch's order (Data.h), the learning rate of the schedule as `kiln.lr` and
@@ -20,6 +20,8 @@
 #include "Config.h"
 #include "Data.h"
 #include "Eval.h"
+#include "kiln/comm/Communicator.h"
+#include "kiln/comm/MeshCollectives.h"
 #include "ExportOnnx.h"
 #include "Log.h"
 #include "Payload.h"
@@ -68,6 +70,9 @@ const char *kUsage =
     "                           evaluated at the end\n"
     "  --eval-every N           ... and every N steps\n"
     "  --threads N              worker threads (default: OpenMP's)\n"
+    "  --ranks-per-node N       data-parallel runs all-reduce hierarchically\n"
+    "                           over nodes of N ranks (default 0: the ranks\n"
+    "                           sharing memory form a node)\n"
     "  --debug-nan              keep the parameters before each step so that a\n"
     "                           non-finite loss is traced on the exact step\n"
     "  --help                   this text\n";
@@ -83,6 +88,7 @@ struct Options {
   int64_t checkpointEvery = 0, keepCheckpoints = 3, evalEvery = 0;
   bool resume = false, debugNan = false;
   int64_t threads = 0;
+  int64_t ranksPerNode = 0; // 0: the ranks sharing memory form a node
 };
 
 // The largest step count: step numbers, epoch × steps-per-epoch and the
@@ -119,6 +125,7 @@ bool parseArgs(int argc, char **argv, Options &o) {
       .flag("--resume", o.resume)
       .integer("--eval-every", o.evalEvery, 1, kNoMax)
       .integer("--threads", o.threads, 1, 1024)
+      .integer("--ranks-per-node", o.ranksPerNode, 0, 1 << 20)
       .flag("--debug-nan", o.debugNan);
   try {
     if (!flags.parse(argc, argv, positional))
@@ -220,6 +227,34 @@ int runTraining(int argc, char **argv) {
   if (!program)
     fail("payload plan: " + err);
 
+  // The ranks (docs/Distributed.md): a plan compiled with --mesh dp=N runs
+  // as N processes under an MPI launcher, each on its slice of every global
+  // batch; rank 0 reports, writes the metrics, checkpoints and exports (the
+  // parameters are replicated). Without a launcher the world is one rank.
+  comm::Communicator &world = comm::world();
+  const int rank = world.rank();
+  const bool lead = rank == 0;
+  if (world.size() != config.dp)
+    fail(config.dp > 1
+             ? "this executable trains on " + std::to_string(config.dp) +
+                   " data-parallel ranks (compiled with --mesh dp=" +
+                   std::to_string(config.dp) + "): run it with mpirun -np " +
+                   std::to_string(config.dp) + "; it was started as " +
+                   std::to_string(world.size()) + " rank" +
+                   (world.size() == 1 ? "" : "s")
+             : "this executable trains on one rank, but " +
+                   std::to_string(world.size()) +
+                   " were started; compile with --mesh dp=" +
+                   std::to_string(world.size()) + " to train on them");
+  comm::MeshCollectives collectives;
+  std::unique_ptr<comm::Communicator> hierarchical;
+  if (config.dp > 1)
+    hierarchical = comm::makeHierarchical(world, (int)opt.ranksPerNode);
+  collectives.addAxis("dp", hierarchical ? *hierarchical : world);
+  if (config.dp > 1)
+    program->setCollectives(&collectives);
+  const int64_t globalBatch = config.batchSize * config.dp;
+
   // The plan's inputs: lr, step and the config's data entries.
   const auto &inNames = program->inputNames();
   const auto &inDescs = program->inputDescs();
@@ -293,10 +328,12 @@ int runTraining(int argc, char **argv) {
     checkExportable(payload.model, opt.exportOnnx);
   Dataset data;
   data.open(opt.data, config.data, config.batchSize, "--data");
+  if (config.dp > 1)
+    data.setShard(rank, config.dp);
   if (config.loss == "cross-entropy" && config.numClasses)
     data.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
   std::unique_ptr<Evaluator> evaluator;
-  if (!opt.evalData.empty())
+  if (!opt.evalData.empty() && lead)
     evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
   std::unique_ptr<CheckpointStore> store;
   if (!opt.checkpointDir.empty()) {
@@ -328,8 +365,9 @@ int runTraining(int argc, char **argv) {
   if (opt.resume) {
     TrainPosition got;
     bool found = store->resume(*program, config, got, resumedFrom,
-                               [](const std::string &line) {
-                                 std::fprintf(stderr, "%s\n", line.c_str());
+                               [lead](const std::string &line) {
+                                 if (lead)
+                                   std::fprintf(stderr, "%s\n", line.c_str());
                                });
     if (found) {
       if (opt.seedGiven && got.seed != opt.seed)
@@ -349,20 +387,26 @@ int runTraining(int argc, char **argv) {
              std::to_string(got.step / spe) + " position " +
              std::to_string(got.step % spe) + "; the data differ");
       pos = got;
-    } else {
+    } else if (lead) {
       std::fprintf(stderr, "--resume: no checkpoint in %s yet; starting at step 0\n",
                    store->dir().c_str());
     }
   }
   const int64_t first = pos.step;
 
-  Logger log(first, total, config.batchSize, opt.logEvery);
-  if (!opt.metrics.empty())
+  Logger log(first, total, globalBatch, opt.logEvery);
+  log.setSilent(!lead);
+  if (!opt.metrics.empty() && lead)
     log.openMetrics(opt.metrics, opt.resume);
   {
     std::string head = "kiln-train: " + config.model + ": " +
                        std::to_string(data.numSamples()) + " samples, batch " +
-                       std::to_string(config.batchSize) + ", " +
+                       std::to_string(globalBatch) +
+                       (config.dp > 1 ? " (" + std::to_string(config.dp) +
+                                            " ranks x " +
+                                            std::to_string(config.batchSize) + ")"
+                                      : "") +
+                       ", " +
                        std::to_string(spe) + " steps/epoch, " +
                        config.optimizer + " lr " + fmt("%g", config.lr);
     if (!resumedFrom.empty())
@@ -388,6 +432,8 @@ int runTraining(int argc, char **argv) {
     return p;
   };
   auto saveCheckpoint = [&](int64_t step) {
+    if (!lead)
+      return; // the parameters are replicated: rank 0 writes them
     std::string path = store->save(*program, config, positionAfter(step));
     log.message("checkpoint: " + path);
   };
@@ -461,8 +507,14 @@ int runTraining(int argc, char **argv) {
       if (store && opt.checkpointEvery && (s + 1) % opt.checkpointEvery == 0 &&
           more)
         saveCheckpoint(s + 1);
-      if (gStopSignal) {
-        int sig = gStopSignal;
+      // A signal stops every rank after the same step: the ranks agree on
+      // it (a rank that went on alone would wait for the others forever).
+      int stopSig = gStopSignal;
+      if (config.dp > 1)
+        world.allReduce(&stopSig, &stopSig, 1, rt::DType::I32, comm::ReduceOp::Max)
+            .wait();
+      if (stopSig) {
+        int sig = stopSig;
         std::string msg = std::string(sig == SIGINT ? "interrupted" : "terminated") +
                           " after step " + std::to_string(s + 1) + "/" +
                           std::to_string(total);
@@ -481,7 +533,7 @@ int runTraining(int argc, char **argv) {
       saveCheckpoint(total);
   }
 
-  if (!opt.exportOnnx.empty()) {
+  if (!opt.exportOnnx.empty() && lead) {
     size_t n = exportOnnx(payload.model, *program, opt.exportOnnx);
     log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
@@ -498,19 +550,21 @@ int runTraining(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   std::string prog = argc > 0 ? argv[0] : "kiln-train";
+  // An error on one rank of a data-parallel run ends the whole job at once
+  // (the others would wait for it in their next collective).
+  auto failed = [&](const char *what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), what);
+    comm::abortIfDistributed(1);
+    return 1;
+  };
   try {
     return runTraining(argc, argv);
   } catch (const UserError &e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
-    return 1;
+    return failed(e.what());
   } catch (const std::bad_alloc &) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: out of memory\n", prog.c_str());
-    return 1;
+    return failed("out of memory");
   } catch (const std::exception &e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
-    return 1;
+    return failed(e.what());
   }
 }

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
-//     [--batch-size N] [--loss cross-entropy|mse|output] [--logits NAME]
+//     [--batch-size N] [--mesh dp=N] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
@@ -87,6 +87,11 @@ cl::opt<long long, false, IntParser> batchSize(
     IntRange{1, tool::kMaxDimFlag,
              "a larger batch could overflow int64 tensor sizes"},
     cl::cat(kilnCategory));
+cl::opt<std::string> mesh("mesh",
+                          cl::desc("the device mesh: dp=N trains on N ranks "
+                                   "(mpirun -np N), each on batch-size / N "
+                                   "samples of every global batch"),
+                          cl::value_desc("dp=N"), cl::cat(kilnCategory));
 cl::list<std::string> dims("dim", cl::desc("value of a symbolic dimension"),
                            cl::value_desc("NAME=N"), cl::cat(kilnCategory));
 cl::opt<std::string> loss("loss", cl::desc("the loss to minimise"),
@@ -187,6 +192,20 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     auto [name, value] = tool::splitNameValue("--dim", d, "NAME=N");
     opts.import.dimValues[name] =
         tool::parseInt("--dim", value, 0, tool::kMaxDimFlag);
+  }
+  if (mesh.getNumOccurrences()) {
+    auto [axis, value] = tool::splitNameValue("--mesh", mesh, "dp=N");
+    if (axis != "dp")
+      die("--mesh: the only mesh axis so far is dp (data parallelism), got '" +
+          axis + "'");
+    opts.dp = tool::parseInt("--mesh dp", value, 1, int64_t(1) << 20);
+    if (opts.dp > 1 && !batchSize.getNumOccurrences())
+      die("--mesh dp=" + std::to_string(opts.dp) +
+          " needs --batch-size (the global batch)");
+    if (opts.dp > 1 && batchSize % opts.dp)
+      die("--batch-size " + std::to_string((long long)batchSize) +
+          " does not divide over --mesh dp=" + std::to_string(opts.dp) +
+          " ranks");
   }
   opts.loss = loss;
   opts.logits = logits;

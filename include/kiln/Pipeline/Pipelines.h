@@ -52,6 +52,11 @@ struct TrainCompileOptions {
   int64_t warmupSteps = 0, totalSteps = 0;
   double minLr = 0;
   std::string bnRunningVar = "unbiased";
+  /// Ranks on the data-parallel mesh axis (--mesh dp=N). With dp > 1,
+  /// import.batchSize is the global batch: each rank's plan takes
+  /// batchSize / dp samples, and --kiln-data-parallel averages the
+  /// gradients and the loss over the ranks.
+  int64_t dp = 1;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

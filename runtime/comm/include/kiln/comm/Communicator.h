@@ -130,6 +130,13 @@ bool launchedUnderMpi();
 /// the one-rank Self communicator. Made once per process; throws CommError.
 Communicator &world();
 
+/// Ends the whole job at once with exit status `code` when world() has
+/// several ranks (MPI_Abort: the launcher stops the others, which would
+/// otherwise wait for this rank in their next collective until the
+/// timeout); returns when the world is one rank or was never made. For a
+/// rank that stops on an error.
+void abortIfDistributed(int code);
+
 /// A one-rank communicator (for tests and 1-rank runs).
 std::unique_ptr<Communicator> makeSelf(const std::string &name = "world");
 

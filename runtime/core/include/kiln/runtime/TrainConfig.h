@@ -22,8 +22,8 @@ constexpr const char *kTrainConfigFormat = "kiln-train-config";
 constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
-/// "schedule", or each element of "data".
-enum class TrainConfigObject { Top, Optimizer, Schedule, Data };
+/// "schedule", "mesh", or each element of "data".
+enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, Data };
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
 /// X(Id, object, "key", JSON type, required, nullable, default). The default
@@ -47,6 +47,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(Schedule, Top, "schedule", Object, false, false, nullptr)                  \
   X(LrInput, Top, "lr_input", String, false, false, "kiln.lr")                 \
   X(StepInput, Top, "step_input", String, false, false, "kiln.step")           \
+  X(Mesh, Top, "mesh", Object, false, false, nullptr)                          \
   X(DataName, Data, "name", String, true, false, nullptr)                      \
   X(DataDType, Data, "dtype", String, true, false, nullptr)                    \
   X(DataSampleShape, Data, "sample_shape", Array, true, false, nullptr)        \
@@ -63,7 +64,8 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(ScheduleKind, Schedule, "kind", String, false, false, "constant")          \
   X(ScheduleWarmupSteps, Schedule, "warmup_steps", Integer, false, false, 0)   \
   X(ScheduleTotalSteps, Schedule, "total_steps", Integer, false, false, 0)     \
-  X(ScheduleMinLr, Schedule, "min_lr", Number, false, false, 0.0)
+  X(ScheduleMinLr, Schedule, "min_lr", Number, false, false, 0.0)              \
+  X(MeshDp, Mesh, "dp", Integer, false, false, 1)
 
 enum class TrainConfigKey {
 #define KILN_TRAIN_CONFIG_ENUM(ID, OBJ, KEY, TYPE, REQ, NULLABLE, DFLT) ID,
@@ -125,6 +127,7 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Top: return "";
   case TrainConfigObject::Optimizer: return "optimizer";
   case TrainConfigObject::Schedule: return "schedule";
+  case TrainConfigObject::Mesh: return "mesh";
   case TrainConfigObject::Data: return "data";
   }
   return "";

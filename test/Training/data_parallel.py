@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+# The N-rank = 1-rank invariant for data parallelism
+# (../shared/design/DISTRIBUTION.md). One harness: model, mesh and flags
+# against the 1-rank run on the same global batch. A --mesh dp=N executable
+# under `mpirun --oversubscribe -np N` must give:
+#   - the per-step losses of the 1-rank run, within 1e-5 relative;
+#   - the final weights, within 1e-5 (absolute, or relative above 1);
+#     only the summation order differs.
+# Cases:
+#   - an MLP (Adam, shuffled);
+#   - a GPT decoder without dropout (momentum, gradient clipping);
+#   - both at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
+#     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
+#     all-reduce crosses nodes).
+# Also:
+#   - a dp=2 checkpoint resumes on 1 rank and on dp=4 with the
+#     uninterrupted run's losses;
+#   - a run on the wrong number of ranks, and one whose ranks cannot read
+#     their data, end with one line and a failing exit status, without a
+#     hang.
+#
+# Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "Models"))
+import export_models as em  # noqa: E402
+
+BATCH = 16     # the global batch
+STEPS = 16
+SAMPLES = 100  # 6 steps per epoch: shuffled every epoch
+FAILED = []
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS="1")
+
+
+def check(ok, what, detail=""):
+    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
+          flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def export(work, name):
+    torch.manual_seed(0)
+    g = np.random.default_rng(5)
+    if name == "mlp":
+        model, in_name = em.MLP(), "x"
+        x = g.standard_normal((SAMPLES, 784)).astype(np.float32)
+        y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
+        flags = ["--optimizer", "adam", "--lr", "0.003"]
+    else:
+        model, in_name = em.GPT(dropout=0.0), "idx"
+        x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
+        y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
+        flags = ["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "1.0"]
+    model.train()
+    path = os.path.join(work, name + ".onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),), path,
+                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=[in_name],
+                          output_names=["logits"],
+                          dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
+    np.save(os.path.join(work, name + "_x.npy"), x)
+    np.save(os.path.join(work, name + "_y.npy"), y)
+    data = ["--data", "%s=%s" % (in_name, os.path.join(work, name + "_x.npy")),
+            "--data", "labels=" + os.path.join(work, name + "_y.npy")]
+    return path, flags, data
+
+
+def compile_exe(args, onnx_path, out, flags, dp):
+    mesh = ["--mesh", "dp=%d" % dp] if dp > 1 else []
+    r = subprocess.run([os.path.join(args.bin, "kiln-compile"), onnx_path, "-o", out,
+                        "--batch-size", str(BATCH), "--loss", "cross-entropy"] + mesh + flags,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("kiln-compile failed: " + r.stderr.strip())
+    return out
+
+
+def run(exe, ranks, argv, timeout=300):
+    cmd = ([exe] if ranks == 1 else
+           ["mpirun", "--oversubscribe", "-np", str(ranks), exe]) + argv + ["--threads", "1"]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def losses(path):
+    return [json.loads(l)["loss"] for l in open(path) if l.strip()]
+
+
+def weights(path):
+    return {t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load(path).graph.initializer}
+
+
+def close_losses(a, b):
+    if len(a) != len(b) or not a:
+        return False, "%d vs %d steps" % (len(a), len(b))
+    rel = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
+    return rel <= 1e-5, "worst relative difference %.2e" % rel
+
+
+def close_weights(a, b):
+    if set(a) != set(b):
+        return False, "different initializers"
+    worst = 0.0
+    for k in a:
+        d = np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))
+        worst = max(worst, float(np.max(d / np.maximum(1.0, np.abs(a[k])))) if d.size else 0)
+    return worst <= 1e-5, "worst weight difference %.2e" % worst
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--work", required=True)
+    args = p.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    w = args.work
+
+    for name in ("mlp", "gpt"):
+        onnx_path, flags, data = export(w, name)
+        base = data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
+        one = compile_exe(args, onnx_path, os.path.join(w, name + "-1.train"), flags, 1)
+        r = run(one, 1, base + ["--metrics", os.path.join(w, name + "-1.jsonl"),
+                                "--export-onnx", os.path.join(w, name + "-1.onnx")])
+        if r.returncode != 0:
+            raise SystemExit("1-rank run failed: " + r.stderr.strip())
+        ref_l = losses(os.path.join(w, name + "-1.jsonl"))
+        ref_w = weights(os.path.join(w, name + "-1.onnx"))
+        for dp, extra in ((2, []), (4, []), (4, ["--ranks-per-node", "2"])):
+            tag = "%s dp=%d%s" % (name, dp, " nodes of 2" if extra else "")
+            exe = compile_exe(args, onnx_path, os.path.join(w, "%s-%d.train" % (name, dp)),
+                              flags, dp)
+            met = os.path.join(w, "%s-%d%s.jsonl" % (name, dp, "h" if extra else ""))
+            out = os.path.join(w, "%s-%d%s.onnx" % (name, dp, "h" if extra else ""))
+            r = run(exe, dp, base + extra + ["--metrics", met, "--export-onnx", out])
+            if r.returncode != 0:
+                check(False, "%s: exit %d: %s" % (tag, r.returncode, r.stderr.strip()[-400:]))
+                continue
+            ok, why = close_losses(ref_l, losses(met))
+            check(ok, "%s: %d step losses match the 1-rank run (%s)" % (tag, STEPS, why))
+            ok, why = close_weights(ref_w, weights(out))
+            check(ok, "%s: final weights match the 1-rank run (%s)" % (tag, why))
+
+    # Checkpoints across meshes: dp=2 writes at step 8; 1 rank and dp=4 resume.
+    onnx_path, flags, data = export(w, "mlp")
+    ck = os.path.join(w, "ck")
+    two = os.path.join(w, "mlp-2.train")
+    r = run(two, 2, data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                            "--checkpoint-dir", ck])
+    check(r.returncode == 0 and os.listdir(ck) == ["step-00000008"],
+          "dp=2 writes one checkpoint (rank 0)", "%s %s" % (os.listdir(ck), r.stderr[-300:]))
+    ref_l = losses(os.path.join(w, "mlp-1.jsonl"))
+    for exe, ranks in ((os.path.join(w, "mlp-1.train"), 1), (os.path.join(w, "mlp-4.train"), 4)):
+        d = os.path.join(w, "ck%d" % ranks)
+        shutil.copytree(ck, d)
+        met = os.path.join(w, "resumed%d.jsonl" % ranks)
+        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                                    "--checkpoint-dir", d, "--metrics", met])
+        ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr)
+        check(ok and "resumed from" in r.stdout,
+              "a dp=2 checkpoint resumes on %d rank%s with the uninterrupted losses (%s)"
+              % (ranks, "" if ranks == 1 else "s", why))
+
+    # The wrong number of ranks, either way; a rank that fails alone.
+    r = run(two, 1, data + ["--steps", "2"])
+    check(r.returncode == 1 and r.stderr.strip().endswith(
+        "this executable trains on 2 data-parallel ranks (compiled with --mesh dp=2): "
+        "run it with mpirun -np 2; it was started as 1 rank"), "dp=2 refused on 1 rank",
+        r.stderr)
+    r = run(os.path.join(w, "mlp-1.train"), 2, data + ["--steps", "2"], timeout=60)
+    check(r.returncode != 0 and "this executable trains on one rank, but 2 were started; "
+          "compile with --mesh dp=2 to train on them" in r.stderr,
+          "a 1-rank executable refused under mpirun -np 2", r.stderr[-300:])
+    bad = list(data)
+    bad[3] = "labels=" + os.path.join(w, "missing.npy")
+    r = run(two, 2, bad + ["--steps", "2"], timeout=60)
+    check(r.returncode != 0 and "missing.npy: No such file or directory" in r.stderr,
+          "ranks that cannot read their data end the job at once", r.stderr[-300:])
+
+    print("%d failed" % len(FAILED))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
