@@ -628,6 +628,10 @@ bool Program::findNonFinite(const std::vector<const HostTensor *> &inputs,
 void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
 void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
 void Program::setCollectives(Collectives *c) { impl_->ctx.collectives = c; }
+void Program::setBatchShard(int64_t index, int64_t count) {
+  impl_->ctx.batchShardIndex = index;
+  impl_->ctx.batchShardCount = count;
+}
 uint64_t Program::seed() const { return impl_->ctx.seed; }
 uint64_t Program::step() const { return impl_->ctx.step; }
 

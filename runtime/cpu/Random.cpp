@@ -18,10 +18,13 @@
 //   keep(i) = u(i) >= ratio
 //   mask[i] = keep(i); result[i] = keep(i) ? input[i] / (1 - ratio) : 0
 //
-// where i is the row-major element index of the input. ratio = 0 keeps
+// where i is the row-major element index of the input in the whole batch:
+// a data-parallel rank holding shard r of N along axis 0 (ExecContext::
+// batchShardIndex/Count) numbers its elements from r * numel, so every
+// sample gets the mask it gets in the 1-rank run. ratio = 0 keeps
 // everything (result == input, mask all true). The comparison is done
 // exactly in integers: keep iff (bits >> 8) >= ceil(ratio * 2^24). Inputs
-// above 2^34 elements are refused. f32, f64, f16, bf16 (16-bit scaled in
+// whose whole batch is above 2^34 elements are refused. f32, f64, f16, bf16 (16-bit scaled in
 // float, f64 in double).
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -51,15 +54,33 @@ public:
     uint8_t *mask = static_cast<uint8_t *>(out[1]);
     PhiloxKey key = {(uint32_t)ctx.seed, (uint32_t)(ctx.seed >> 32)};
     uint32_t stepLo = (uint32_t)ctx.step, stepHi = (uint32_t)(ctx.step >> 32);
+    if (ctx.batchShardCount < 1 || ctx.batchShardIndex < 0 ||
+        ctx.batchShardIndex >= ctx.batchShardCount ||
+        numel_ * ctx.batchShardCount > ((int64_t)1 << 34))
+      throw Error("kernel 'dropout': batch shard " +
+                  std::to_string(ctx.batchShardIndex) + " of " +
+                  std::to_string(ctx.batchShardCount) + " of " +
+                  std::to_string(numel_) + " elements is out of range");
+    // This shard's first element in the whole batch.
+    const int64_t offset = ctx.batchShardIndex * numel_;
+    const int64_t shift = offset % 4;
     // Groups of kLanes Philox blocks (4 * kLanes elements), vectorised.
     int64_t groups = (numel_ + 4 * kLanes - 1) / (4 * kLanes);
     uint32_t thr = threshold_;
     Acc<S> scale = scale_;
     parallelRange(groups, numel_ * 4, [&](int64_t g0, int64_t g1) {
-      uint32_t bits[4 * kLanes];
+      uint32_t words[8 * kLanes];
       for (int64_t g = g0; g < g1; ++g) {
-        philox4x32_10Lanes<kLanes>((uint32_t)(g * kLanes), stepLo, stepHi,
-                                   seedWord_, key, bits);
+        // Elements [i0, i0 + 4 kLanes) are global [offset + i0, ...): the
+        // blocks from (offset + i0) / 4, one group more when the shard does
+        // not start on a block.
+        int64_t b0 = (offset + g * 4 * kLanes) / 4;
+        philox4x32_10Lanes<kLanes>((uint32_t)b0, stepLo, stepHi, seedWord_,
+                                   key, words);
+        if (shift)
+          philox4x32_10Lanes<kLanes>((uint32_t)(b0 + kLanes), stepLo, stepHi,
+                                     seedWord_, key, words + 4 * kLanes);
+        const uint32_t *bits = words + shift;
         int64_t i0 = g * 4 * kLanes;
         int64_t n = std::min<int64_t>(4 * kLanes, numel_ - i0);
         const S *xg = x + i0;

@@ -80,6 +80,41 @@ TEST(Dropout, DocumentedLayout) {
   EXPECT_LT(kept, 800);
 }
 
+// A data-parallel rank's shard draws the whole batch's masks for its rows:
+// shards of 1, 2, 3 and 5 (odd sizes: shards that do not start on a Philox
+// block) concatenate to the unsharded run, values and masks.
+TEST(Dropout, BatchShardsConcatenateToTheWholeBatch) {
+  std::mt19937 rng(9);
+  const int64_t rows = 30, cols = 7; // 210 elements: rows of 7 per sample
+  std::vector<double> v = randomVals(rng, rows * cols, -2, 2);
+  HostTensor whole = makeTensor(DType::F32, {rows, cols}, v);
+  ExecContext ctx;
+  ctx.seed = 77;
+  ctx.step = 3;
+  auto ref = dropout(whole, 0.4, 5, ctx);
+  for (int64_t n : {1, 2, 3, 5}) {
+    int64_t per = rows / n;
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<double> part(v.begin() + r * per * cols,
+                               v.begin() + (r + 1) * per * cols);
+      HostTensor x = makeTensor(DType::F32, {per, cols}, part);
+      ExecContext c = ctx;
+      c.batchShardIndex = r;
+      c.batchShardCount = n;
+      auto y = dropout(x, 0.4, 5, c);
+      for (int64_t i = 0; i < per * cols; ++i) {
+        ASSERT_EQ(valueAt(y[0], i), valueAt(ref[0], r * per * cols + i))
+            << "shard " << r << " of " << n << ", element " << i;
+        ASSERT_EQ(valueAt(y[1], i), valueAt(ref[1], r * per * cols + i));
+      }
+    }
+  }
+  ExecContext badShard = ctx;
+  badShard.batchShardIndex = 2;
+  badShard.batchShardCount = 2;
+  EXPECT_THROW(dropout(whole, 0.4, 5, badShard), Error);
+}
+
 TEST(Dropout, StatisticsThreadsStepsSeeds) {
   const int64_t n = 1 << 18; // threaded
   std::vector<double> v(n, 1.0);

@@ -251,8 +251,10 @@ int runTraining(int argc, char **argv) {
   if (config.dp > 1)
     hierarchical = comm::makeHierarchical(world, (int)opt.ranksPerNode);
   collectives.addAxis("dp", hierarchical ? *hierarchical : world);
-  if (config.dp > 1)
+  if (config.dp > 1) {
     program->setCollectives(&collectives);
+    program->setBatchShard(rank, config.dp);
+  }
   const int64_t globalBatch = config.batchSize * config.dp;
 
   // The plan's inputs: lr, step and the config's data entries.

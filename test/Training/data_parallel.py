@@ -8,7 +8,8 @@
 #     only the summation order differs.
 # Cases:
 #   - an MLP (Adam, shuffled);
-#   - a GPT decoder without dropout (momentum, gradient clipping);
+#   - a GPT decoder with dropout 0.1 (momentum, gradient clipping): each rank
+#     draws the masks of its rows of the global batch;
 #   - both at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
 #     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
 #     all-reduce crosses nodes).
@@ -60,7 +61,7 @@ def export(work, name):
         y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
         flags = ["--optimizer", "adam", "--lr", "0.003"]
     else:
-        model, in_name = em.GPT(dropout=0.0), "idx"
+        model, in_name = em.GPT(dropout=0.1), "idx"
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         flags = ["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "1.0"]

@@ -102,6 +102,11 @@ struct ExecContext {
   /// The ranks a collective kernel reduces over (Collectives.h); null for a
   /// single-rank program.
   Collectives *collectives = nullptr;
+  /// This rank's slice of the global batch along axis 0 (data parallelism):
+  /// shard `batchShardIndex` of `batchShardCount`. Kernels whose randomness
+  /// is indexed by element (dropout) number elements in the whole batch, so
+  /// N ranks draw the 1-rank run's masks.
+  int64_t batchShardIndex = 0, batchShardCount = 1;
 };
 
 class Kernel {

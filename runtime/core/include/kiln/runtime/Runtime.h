@@ -126,6 +126,9 @@ public:
   /// The ranks the plan's collective kernels reduce over; null (the
   /// default) runs them as a single rank. Not owned; must outlive runs.
   void setCollectives(Collectives *collectives);
+  /// This rank holds slice `index` of `count` of every batch along axis 0
+  /// (ExecContext::batchShardIndex); 0 of 1 by default.
+  void setBatchShard(int64_t index, int64_t count);
   uint64_t seed() const;
   uint64_t step() const;
 
