@@ -20,6 +20,10 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%models", os.path.join(config.kiln_obj_root, "test", "models")))
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
 config.substitutions.append(("%kiln_bin", config.kiln_tools_dir))
+# `%{status} CMD ARGS...` runs CMD under a 30 s timeout and prints its stdout
+# and stderr, then "exit N": a test asserts the exact status (1, not a crash's
+# 134 nor a hang's 124) and the message, and a hang fails instead of waiting.
+config.substitutions.append(("%{status}", "sh -c 'timeout 30 \"$@\" 2>&1; echo \"exit $?\"' -"))
 # MLIR's .td files, for kiln-tblgen (Debian puts them with LLVM's headers).
 config.substitutions.append(("%mlir_include", os.path.join(config.llvm_tools_dir, "..", "include")))
 

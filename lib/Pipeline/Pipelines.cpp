@@ -9,6 +9,8 @@
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
 #include "kiln/Target/Plan/PlanDType.h"
+#include "kiln/Support/InputFile.h"
+#include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/TrainConfig.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -16,7 +18,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
 
@@ -132,9 +133,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
     return false;
   };
 
-  auto bytes = llvm::MemoryBuffer::getFile(path);
-  if (!bytes)
-    return failWith("import", path + ": " + bytes.getError().message());
+  std::string bytes, readErr;
+  if (!readRegularFile(path, bytes, readErr))
+    return failWith("import", readErr);
 
   ParamData params;
   ImportOptions importOpts = opts.import;
@@ -174,9 +175,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
   }
   OwningOpRef<ModuleOp> evalModule = module->clone();
 
-  bool adam =
-      optimizer == OptimizerKind::Adam || optimizer == OptimizerKind::AdamW;
-  double lr = opts.lr >= 0 ? opts.lr : (adam ? 1e-3 : 1e-2);
+  double lr = opts.lr >= 0 ? opts.lr : defaultLr(opts.optimizer);
   double wd = opts.weightDecay >= 0
                   ? opts.weightDecay
                   : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
@@ -239,6 +238,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                     " rows on axis 0, the batch is " +
                                     std::to_string(batch) +
                                     "; every input needs the batch on axis 0");
+    // The executable reads batch x sample elements of each input a step:
+    // that size must hold (kiln/runtime/CheckedMath.h).
+    int64_t stepBytes;
+    if (!checkedTypeBytes(t, stepBytes))
+      return failWith("config",
+                      tooLargeText("input '" + n + "'", t) + " (the batch, " +
+                          std::to_string(batch) + ", times a sample of " +
+                          tensorTypeText(RankedTensorType::get(
+                              t.getShape().drop_front(), t.getElementType())) +
+                          ")");
     std::optional<rt::DType> dt = planDType(t.getElementType());
     if (!dt)
       return failWith("config", "input '" + n + "' has element type " +
@@ -257,7 +266,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
       auto lt = cast<RankedTensorType>(ce.getLogits().getType());
       numClasses = lt.getDimSize(ce.getClassAxis());
     });
-  auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef((*bytes)->getBuffer()));
+  auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes));
   llvm::json::Object config{
       {key(K::Format), rt::kTrainConfigFormat},
       {key(K::Version), rt::kTrainConfigVersion},

@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 
+#include "CheckpointManifest.h"
 #include "Sha256.h"
 #include "Util.h"
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <map>
+#include <set>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,8 +30,8 @@ using nlohmann::json;
 
 namespace {
 
-const char *kTensors = "tensors.safetensors";
-const char *kManifest = "manifest.json";
+const char *kTensors = kCheckpointTensors;
+const char *kManifest = kCheckpointManifest;
 
 /// The step of a "step-<digits>" name; false for any other name.
 bool parseStepName(const std::string &name, int64_t &step) {
@@ -55,7 +57,9 @@ std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string &
   std::vector<std::pair<int64_t, std::string>> out;
   for (const std::string &e : listDir(dir)) {
     int64_t step;
-    if (parseStepName(e, step) && isDirectory(dir + "/" + e))
+    struct stat st; // a real directory: a symlink is never followed
+    if (parseStepName(e, step) && ::lstat((dir + "/" + e).c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode))
       out.emplace_back(step, e);
   }
   std::sort(out.begin(), out.end(), [](const auto &a, const auto &b) {
@@ -108,12 +112,29 @@ std::string shortSha(const std::string &s) {
   return s.size() > 12 ? s.substr(0, 12) + "…" : s;
 }
 
+/// Reads PATH/manifest.json; false with `why` ("manifest.json ...").
+bool readManifest(const std::string &path, CheckpointManifest &m,
+                  std::string &why) {
+  MappedFile mf;
+  std::string err;
+  if (!mf.open(path + "/" + kManifest, err)) {
+    why = std::string(kManifest) + " is missing or unreadable";
+    return false;
+  }
+  std::string_view text(reinterpret_cast<const char *>(mf.data()), mf.size());
+  if (!parseCheckpointManifest(text, m, why)) {
+    why = std::string(kManifest) + " " + why;
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep,
-                                 std::string modelSha256)
+                                 std::string modelSha256, Notify warn)
     : dir_(std::move(dir)), keep_(std::max<int64_t>(1, keep)),
-      modelSha_(std::move(modelSha256)) {
+      modelSha_(std::move(modelSha256)), warn_(std::move(warn)) {
   while (dir_.size() > 1 && dir_.back() == '/')
     dir_.pop_back();
 }
@@ -137,6 +158,40 @@ void CheckpointStore::prepare() const {
   removeTree(probe);
 }
 
+bool CheckpointStore::isOwnCheckpoint(const std::string &path,
+                                      std::string &why) const {
+  for (const std::string &e : listDir(path))
+    if (e != kTensors && e != kManifest) {
+      why = "it holds '" + e + "', which kiln does not write";
+      return false;
+    }
+  CheckpointManifest m;
+  if (!readManifest(path, m, why))
+    return false;
+  if (m.modelSha256 != modelSha_) {
+    why = "it was written for another model (model_sha256 " +
+          shortSha(m.modelSha256) + ")";
+    return false;
+  }
+  return true;
+}
+
+void CheckpointStore::warnOnce(const std::string &path,
+                               const std::string &line) const {
+  if (warn_ && warned_.insert(path).second)
+    warn_(line);
+}
+
+void CheckpointStore::removeCheckpoint(const std::string &path) const {
+  // The tensors first: a crash in between leaves a manifest whose tensors
+  // are missing, which resume skips as damaged and the next pruning removes.
+  ::unlink((path + "/" + kTensors).c_str());
+  ::unlink((path + "/" + kManifest).c_str());
+  if (::rmdir(path.c_str()) != 0)
+    warnOnce(path, "warning: checkpoint retention: left " + path + ": " +
+                       lastError());
+}
+
 std::string CheckpointStore::save(const rt::Program &program,
                                   const Config &config,
                                   const TrainPosition &pos) const {
@@ -147,6 +202,12 @@ std::string CheckpointStore::save(const rt::Program &program,
     removeTree(tmp);
     fail("checkpoint " + finalPath + ": " + why);
   };
+  // What is at the step's name is replaced only when it is this model's
+  // checkpoint, as kiln wrote it (issue 21: never destroy what is not ours).
+  std::string why;
+  if (pathExists(finalPath) && !isOwnCheckpoint(finalPath, why))
+    fail("checkpoint " + finalPath + " exists and is not a checkpoint of this "
+         "model (" + why + "); move it away or choose another --checkpoint-dir");
   removeStale(dir_);
   removeTree(tmp);
   if (::mkdir(tmp.c_str(), 0755) != 0)
@@ -156,42 +217,35 @@ std::string CheckpointStore::save(const rt::Program &program,
   std::vector<std::string> names = program.paramNames();
   std::vector<rt::HostTensor> values(names.size());
   std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
-  json params = json::array();
+  CheckpointManifest manifest;
   std::string err;
   for (size_t k = 0; k < names.size(); ++k) {
     if (!program.getParam(names[k], values[k], err))
       bail(err);
     tensors.emplace_back(names[k], &values[k]);
-    params.push_back({{"name", names[k]},
-                      {"role", program.paramRole(names[k])},
-                      {"dtype", rt::dtypeName(values[k].dtype())},
-                      {"shape", values[k].shape()}});
+    manifest.params.push_back({names[k], program.paramRole(names[k]),
+                               rt::dtypeName(values[k].dtype()),
+                               values[k].shape()});
   }
   std::string tensorsPath = tmp + "/" + kTensors;
   if (!rt::writeSafetensors(tensorsPath, tensors, err))
     bail(err);
   values.clear();
-  std::string sha;
-  uint64_t bytes = 0;
-  if (!sha256File(tensorsPath, sha, bytes, err))
+  if (!sha256File(tensorsPath, manifest.tensorsSha256, manifest.tensorsBytes, err))
     bail(err);
 
-  json manifest = {
-      {"format", "kiln-checkpoint"},
-      {"version", 1},
-      {"step", pos.step},
-      {"epoch", pos.epoch},
-      {"position", pos.position},
-      {"seed", pos.seed},
-      {"shuffle", pos.shuffle},
-      {"model", config.model},
-      {"model_sha256", modelSha_},
-      {"optimizer", config.optimizer},
-      {"rng", {{"kind", "philox4x32-10"}, {"seed", pos.seed}, {"step", pos.step}}},
-      {"layout", {{"ranks", 1}, {"batch_size", config.batchSize}}},
-      {"params", std::move(params)},
-      {"files", {{kTensors, {{"bytes", bytes}, {"sha256", sha}}}}}};
-  if (!writeFileSynced(tmp + "/" + kManifest, manifest.dump(2) + "\n", err))
+  manifest.step = pos.step;
+  manifest.epoch = pos.epoch;
+  manifest.position = pos.position;
+  manifest.seed = pos.seed;
+  manifest.shuffle = pos.shuffle;
+  manifest.model = config.model;
+  manifest.modelSha256 = modelSha_;
+  manifest.optimizer = config.optimizer;
+  manifest.ranks = 1;
+  manifest.batchSize = config.batchSize;
+  if (!writeFileSynced(tmp + "/" + kManifest, writeCheckpointManifest(manifest),
+                       err))
     bail(err);
   if (!fsyncPath(tmp, err))
     bail(err);
@@ -199,20 +253,28 @@ std::string CheckpointStore::save(const rt::Program &program,
   if (!renameIntoPlace(tmp, finalPath, displaced))
     bail("cannot rename " + tmp + " into place: " + lastError());
   if (displaced)
-    removeTree(tmp); // the previous checkpoint of this step
+    removeTree(tmp); // the previous checkpoint of this step, checked above
   if (!fsyncPath(dir_, err))
     fail("checkpoint " + finalPath + ": " + err);
 
-  // Keep the newest K, always including this one.
+  // Keep the newest K of this model's checkpoints, always including this one.
+  // Anything else under a step-* name (another model's checkpoint, a user's
+  // files, a directory without a manifest) is neither counted nor touched.
   int64_t kept = 1;
   for (const auto &[step, name] : listCheckpoints(dir_)) {
     if (step == pos.step)
       continue;
+    std::string path = dir_ + "/" + name;
+    if (!isOwnCheckpoint(path, why)) {
+      warnOnce(path, "warning: checkpoint retention: leaving " + path +
+                         ": not a checkpoint of this model (" + why + ")");
+      continue;
+    }
     if (kept < keep_) {
       ++kept;
       continue;
     }
-    removeTree(dir_ + "/" + name);
+    removeCheckpoint(path);
   }
   fsyncPath(dir_, err);
   return finalPath;
@@ -233,72 +295,67 @@ bool CheckpointStore::resume(
     TrainPosition p;
     std::vector<std::pair<std::string, rt::HostTensor>> tensors;
     do {
-      // The manifest.
-      MappedFile mf;
-      std::string err;
-      if (!mf.open(path + "/" + kManifest, err)) {
-        why = std::string(kManifest) + " is missing or unreadable";
+      CheckpointManifest m;
+      if (!readManifest(path, m, why))
+        break;
+      // Written by another executable: an error, not damage to skip.
+      if (!modelSha_.empty() && m.modelSha256 != modelSha_)
+        fail("--resume: checkpoint " + path + " was written for another model "
+             "(model_sha256 " + shortSha(m.modelSha256) +
+             ", this executable's model is " + shortSha(modelSha_) + ")");
+      if (m.batchSize != config.batchSize)
+        fail("--resume: checkpoint " + path + " was written with batch size " +
+             std::to_string(m.batchSize) + ", this executable trains with " +
+             std::to_string(config.batchSize));
+      if (m.ranks != 1)
+        fail("--resume: checkpoint " + path + " was written by " +
+             std::to_string(m.ranks) + " ranks; this executable runs one");
+      if (m.optimizer != config.optimizer)
+        fail("--resume: checkpoint " + path + " was written with optimizer '" +
+             m.optimizer + "', this executable trains with '" +
+             config.optimizer + "'");
+      {
+        std::set<std::string> want(names.begin(), names.end()), have;
+        for (const ManifestParam &mp : m.params) {
+          have.insert(mp.name);
+          if (!want.count(mp.name))
+            fail("--resume: checkpoint " + path + " holds parameter '" +
+                 mp.name + "' (" + mp.role +
+                 "), which this executable does not have: it was written by "
+                 "another compilation of the model (optimizer, --freeze)");
+        }
+        for (const std::string &n : names)
+          if (!have.count(n))
+            fail("--resume: checkpoint " + path + " lacks parameter '" + n +
+                 "' (" + program.paramRole(n) +
+                 "): it was written by another compilation of the model "
+                 "(optimizer, --freeze)");
+      }
+      p.step = m.step;
+      p.epoch = m.epoch;
+      p.position = m.position;
+      p.seed = m.seed;
+      p.shuffle = m.shuffle;
+      if (p.step != stepNum) {
+        why = std::string(kManifest) + " says step " + std::to_string(p.step);
         break;
       }
-      json m;
-      try {
-        m = json::parse(mf.data(), mf.data() + mf.size());
-      } catch (const json::exception &) {
-        why = std::string(kManifest) + " does not parse";
+      std::string haveSha, err;
+      uint64_t haveBytes = 0;
+      if (!sha256File(path + "/" + kTensors, haveSha, haveBytes, err)) {
+        why = std::string(kTensors) + " is missing or unreadable";
         break;
       }
-      try {
-        if (!m.is_object() || m.value("format", "") != "kiln-checkpoint" ||
-            m.value("version", 0) != 1) {
-          why = std::string(kManifest) + " is not a version 1 kiln-checkpoint";
-          break;
-        }
-        std::string sha = m.value("model_sha256", "");
-        if (!modelSha_.empty() && sha != modelSha_)
-          fail("--resume: checkpoint " + path + " was written for another model "
-               "(model_sha256 " + shortSha(sha) + ", this executable's model is " +
-               shortSha(modelSha_) + ")");
-        int64_t batch = m.at("layout").at("batch_size").get<int64_t>();
-        if (batch != config.batchSize)
-          fail("--resume: checkpoint " + path + " was written with batch size " +
-               std::to_string(batch) + ", this executable trains with " +
-               std::to_string(config.batchSize));
-        p.step = m.at("step").get<int64_t>();
-        p.epoch = m.at("epoch").get<int64_t>();
-        p.position = m.at("position").get<int64_t>();
-        p.seed = m.at("seed").get<uint64_t>();
-        p.shuffle = m.value("shuffle", true);
-        if (p.step != stepNum) {
-          why = std::string(kManifest) + " says step " + std::to_string(p.step);
-          break;
-        }
-        if (p.step < 0 || p.epoch < 0 || p.position < 0) {
-          why = std::string(kManifest) + " has a negative position";
-          break;
-        }
-        const json &f = m.at("files").at(kTensors);
-        uint64_t wantBytes = f.at("bytes").get<uint64_t>();
-        std::string wantSha = f.at("sha256").get<std::string>();
-        std::string haveSha;
-        uint64_t haveBytes = 0;
-        if (!sha256File(path + "/" + kTensors, haveSha, haveBytes, err)) {
-          why = std::string(kTensors) + " is missing or unreadable";
-          break;
-        }
-        if (haveBytes != wantBytes) {
-          why = std::string(kTensors) + " has " + std::to_string(haveBytes) +
-                " bytes, the manifest says " + std::to_string(wantBytes);
-          break;
-        }
-        if (haveSha != wantSha) {
-          why = std::string(kTensors) + " checksum mismatch";
-          break;
-        }
-      } catch (const json::exception &) {
-        why = std::string(kManifest) + " lacks a field or has a mistyped one";
+      if (haveBytes != m.tensorsBytes) {
+        why = std::string(kTensors) + " has " + std::to_string(haveBytes) +
+              " bytes, the manifest says " + std::to_string(m.tensorsBytes);
         break;
       }
-      // The tensors: one per param, of the param's type.
+      if (haveSha != m.tensorsSha256) {
+        why = std::string(kTensors) + " checksum mismatch";
+        break;
+      }
+      // The tensors: exactly the params, each of the param's type.
       if (!rt::readSafetensors(path + "/" + kTensors, tensors, err)) {
         why = err;
         break;
@@ -306,6 +363,11 @@ bool CheckpointStore::resume(
       std::map<std::string, const rt::HostTensor *> byName;
       for (const auto &kv : tensors)
         byName[kv.first] = &kv.second;
+      if (byName.size() != tensors.size() || tensors.size() != names.size()) {
+        why = std::string(kTensors) + " holds " + std::to_string(tensors.size()) +
+              " tensors, the manifest lists " + std::to_string(names.size());
+        break;
+      }
       for (const std::string &n : names) {
         auto it = byName.find(n);
         rt::TensorDesc want;

@@ -7,7 +7,8 @@
 // each file and the directory fsynced, then renamed into place (exchanged
 // with an existing one of the same step) and DIR fsynced, so a crash never
 // leaves a directory --resume would load half-written. The newest K are
-// kept. Resuming takes the newest checkpoint whose manifest parses and whose
+// kept: only this model's complete checkpoints count and are deleted;
+// any other step-* directory is left alone with a warning. Resuming takes the newest checkpoint whose manifest parses and whose
 // files have the recorded sizes and checksums, reporting and skipping
 // damaged ones; one written for another model or batch size is an error.
 //===----------------------------------------------------------------------===//
@@ -19,6 +20,7 @@
 #include "kiln/runtime/Runtime.h"
 
 #include <functional>
+#include <set>
 
 namespace kiln::train {
 
@@ -33,7 +35,11 @@ struct TrainPosition {
 class CheckpointStore {
 public:
   /// `keep`: how many of the newest checkpoints to keep (at least 1).
-  CheckpointStore(std::string dir, int64_t keep, std::string modelSha256);
+  using Notify = std::function<void(const std::string &)>;
+  /// `warn` receives one line per step-* directory that retention leaves
+  /// alone (not this model's checkpoint), once per directory.
+  CheckpointStore(std::string dir, int64_t keep, std::string modelSha256,
+                  Notify warn = {});
 
   /// Creates DIR and checks that it is writable; throws UserError.
   void prepare() const;
@@ -56,6 +62,17 @@ private:
   std::string dir_;
   int64_t keep_;
   std::string modelSha_;
+  Notify warn_;
+  mutable std::set<std::string> warned_;
+
+  /// Whether PATH is a checkpoint of this model as kiln writes it: only
+  /// manifest.json and tensors.safetensors, the manifest parses and names
+  /// this model. Else false with `why`.
+  bool isOwnCheckpoint(const std::string &path, std::string &why) const;
+  /// Removes the two files of one of this model's checkpoints and the
+  /// directory (warning if it is not empty then).
+  void removeCheckpoint(const std::string &path) const;
+  void warnOnce(const std::string &path, const std::string &line) const;
 };
 
 } // namespace kiln::train

@@ -298,9 +298,9 @@ int runTraining(int argc, char **argv) {
     evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
   std::unique_ptr<CheckpointStore> store;
   if (!opt.checkpointDir.empty()) {
-    store = std::make_unique<CheckpointStore>(opt.checkpointDir,
-                                              opt.keepCheckpoints,
-                                              config.modelSha256);
+    store = std::make_unique<CheckpointStore>(
+        opt.checkpointDir, opt.keepCheckpoints, config.modelSha256,
+        [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     store->prepare();
   }
 

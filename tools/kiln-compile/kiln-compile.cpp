@@ -16,6 +16,7 @@
 // @train_step plan; --emit mlir the kiln-level module with @train_step.
 //===----------------------------------------------------------------------===//
 #include "kiln/Pipeline/Pipelines.h"
+#include "kiln/Support/InputFile.h"
 #include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/TrainPayload.h"
 
@@ -25,7 +26,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -51,6 +53,7 @@ namespace cl = llvm::cl;
 using tool::IntParser;
 using tool::IntRange;
 using tool::NumberParser;
+using tool::NumberRange;
 
 /// The defaults the flags start from are the pipeline's own.
 const TrainCompileOptions kDefaults;
@@ -112,38 +115,40 @@ cl::opt<double, false, NumberParser>
     lr("lr",
        cl::desc("learning rate (default: 0.01 for sgd and momentum, 0.001 for "
                 "adam and adamw)"),
-       cl::value_desc("F"), cl::init(kDefaults.lr), cl::cat(kilnCategory));
-cl::opt<double, false, NumberParser> momentum("momentum",
-                                              cl::desc("momentum factor"),
-                                              cl::value_desc("F"),
-                                              cl::init(kDefaults.momentum),
-                                              cl::cat(kilnCategory));
+       cl::value_desc("F"), cl::init(kDefaults.lr), NumberRange::positive(),
+       cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    momentum("momentum", cl::desc("momentum factor, in [0, 1)"),
+             cl::value_desc("F"), cl::init(kDefaults.momentum),
+             NumberRange::unit(), cl::cat(kilnCategory));
 cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum"),
                        cl::init(kDefaults.nesterov), cl::cat(kilnCategory));
 cl::opt<double, false, NumberParser>
-    weightDecay("weight-decay", cl::desc("weight decay (as torch.optim)"),
+    weightDecay("weight-decay",
+                cl::desc("weight decay (as torch.optim), >= 0"),
                 cl::value_desc("F"), cl::init(kDefaults.weightDecay),
-                cl::cat(kilnCategory));
-cl::opt<double, false, NumberParser> beta1("beta1", cl::desc("Adam's beta1"),
-                                           cl::value_desc("F"),
-                                           cl::init(kDefaults.beta1),
-                                           cl::cat(kilnCategory));
-cl::opt<double, false, NumberParser> beta2("beta2", cl::desc("Adam's beta2"),
-                                           cl::value_desc("F"),
-                                           cl::init(kDefaults.beta2),
-                                           cl::cat(kilnCategory));
-cl::opt<double, false, NumberParser> eps("eps", cl::desc("Adam's epsilon"),
-                                         cl::value_desc("F"),
-                                         cl::init(kDefaults.eps),
-                                         cl::cat(kilnCategory));
+                NumberRange::nonNegative(), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    beta1("beta1", cl::desc("Adam's beta1, in [0, 1)"), cl::value_desc("F"),
+          cl::init(kDefaults.beta1), NumberRange::unit(),
+          cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    beta2("beta2", cl::desc("Adam's beta2, in [0, 1)"), cl::value_desc("F"),
+          cl::init(kDefaults.beta2), NumberRange::unit(),
+          cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    eps("eps", cl::desc("Adam's epsilon, > 0"), cl::value_desc("F"),
+        cl::init(kDefaults.eps), NumberRange::positive(),
+        cl::cat(kilnCategory));
 cl::opt<std::string> freeze("freeze",
                             cl::desc("parameters whose names match are not "
                                      "trained"),
                             cl::value_desc("REGEX"), cl::cat(kilnCategory));
 cl::opt<double, false, NumberParser>
-    clipGradNorm("clip-grad-norm", cl::desc("global gradient-norm clipping"),
+    clipGradNorm("clip-grad-norm",
+                 cl::desc("global gradient-norm clipping, >= 0 (0: none)"),
                  cl::value_desc("F"), cl::init(kDefaults.clipNorm),
-                 cl::cat(kilnCategory));
+                 NumberRange::nonNegative(), cl::cat(kilnCategory));
 cl::opt<std::string> lrSchedule("lr-schedule",
                                 cl::desc("learning-rate schedule"),
                                 cl::value_desc("constant|linear-warmup|cosine"),
@@ -154,14 +159,15 @@ cl::opt<long long, false, IntParser>
                 cl::value_desc("N"), cl::init(kDefaults.warmupSteps),
                 cl::cat(kilnCategory));
 cl::opt<long long, false, IntParser>
-    totalSteps("total-steps", cl::desc("steps of the cosine schedule"),
+    totalSteps("total-steps",
+               cl::desc("steps of the cosine schedule, at least "
+                        "--warmup-steps (0: the run's length)"),
                cl::value_desc("N"), cl::init(kDefaults.totalSteps),
                cl::cat(kilnCategory));
-cl::opt<double, false, NumberParser> minLr("min-lr",
-                                           cl::desc("the schedules' floor"),
-                                           cl::value_desc("F"),
-                                           cl::init(kDefaults.minLr),
-                                           cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser>
+    minLr("min-lr", cl::desc("the cosine schedule's floor, in [0, --lr]"),
+          cl::value_desc("F"), cl::init(kDefaults.minLr),
+          NumberRange::nonNegative(), cl::cat(kilnCategory));
 cl::opt<std::string>
     bnRunningVar("bn-running-var",
                  cl::desc("BatchNorm running variance: unbiased (as PyTorch) "
@@ -228,8 +234,27 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
   if (!symbolizeLRSchedule(opts.schedule))
     die("--lr-schedule must be constant, linear-warmup or cosine, got '" +
         opts.schedule + "'");
-  if (lr.getNumOccurrences() && opts.lr <= 0)
-    die("--lr must be positive");
+  // Each numeric flag's own range is checked as it is parsed (NumberRange,
+  // IntRange above); what remains are the names and the flags' relations.
+  for (auto [flag, opt] : {std::pair<const char *, cl::opt<std::string> *>{
+                               "--labels", &labels},
+                           {"--logits", &logits},
+                           {"--loss-output", &lossOutput}})
+    if (opt->getNumOccurrences() && opt->getValue().empty())
+      die(std::string(flag) + " must name a tensor, got ''");
+  if (opts.schedule == "cosine" && opts.totalSteps > 0 &&
+      opts.totalSteps < opts.warmupSteps)
+    die("--total-steps must be 0 (the run's length) or at least --warmup-steps "
+        "(" + std::to_string(opts.warmupSteps) + ") with --lr-schedule "
+        "cosine, got " + std::to_string(opts.totalSteps));
+  double peakLr = opts.lr > 0 ? opts.lr : defaultLr(opts.optimizer);
+  if (opts.minLr > peakLr)
+    die(llvm::formatv("--min-lr must be in [0, {0}] (at most the {1}--lr), "
+                      "got {2}",
+                      llvm::format("%g", peakLr),
+                      lr.getNumOccurrences() ? "" : "default ",
+                      llvm::format("%g", opts.minLr))
+            .str());
   if (!symbolizeBNRunningVar(opts.bnRunningVar))
     die("--bn-running-var must be unbiased or biased");
 }
@@ -261,6 +286,12 @@ int main(int argc, char **argv) {
   parseArgs(argc, argv, opts, model, out, emit);
   if (!llvm::sys::fs::exists(model))
     die(model + ": no such file");
+  // Every file is checked before it is opened for good: a FIFO would block.
+  std::string err;
+  if (!checkRegularFile(model, err))
+    die(err);
+  if (!rt::checkOutputPath("-o", out, {{model, "the model"}}, err))
+    die(err);
 
   std::string runtime;
   if (emit == "exe") {
@@ -283,18 +314,14 @@ int main(int argc, char **argv) {
     writeAtomically(out, r.trainPlan, false);
     return 0;
   }
-  auto exe = llvm::MemoryBuffer::getFile(runtime, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!exe)
-    die(runtime + ": " + exe.getError().message());
-  auto onnx = llvm::MemoryBuffer::getFile(model, false, false);
-  if (!onnx)
-    die(model + ": " + onnx.getError().message());
-  std::string bytes((*exe)->getBuffer());
+  std::string bytes, onnx;
+  if (!readRegularFile(runtime, bytes, err) ||
+      !readRegularFile(model, onnx, err))
+    die(err);
   rt::TrainPayloadParts parts;
   parts[rt::TrainPart::Plan] = r.trainPlan;
   parts[rt::TrainPart::Config] = r.config;
-  parts[rt::TrainPart::Model] = (*onnx)->getBuffer();
+  parts[rt::TrainPart::Model] = onnx;
   parts[rt::TrainPart::Eval] = r.evalPlan;
   rt::appendTrainPayload(bytes, parts);
   writeAtomically(out, bytes, true);

@@ -14,8 +14,10 @@
 // and executes the plan with the CPU runtime. --onnx-test runs ONNX backend
 // test folders through lib/Tools/ONNXTest/ONNXTestRunner.cpp.
 //===----------------------------------------------------------------------===//
+#include "kiln/Support/InputFile.h"
 #include "kiln/Tools/CommandLine.h"
 #include "kiln/Tools/ONNXTestRunner.h"
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Runtime.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -23,7 +25,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -122,10 +123,10 @@ Options parseArgs(int argc, char **argv) {
   }
   for (const std::string &d : binds) {
     auto [name, file] = tool::splitNameValue("--bind", d, "NAME=FILE.pb");
-    auto bytes = llvm::MemoryBuffer::getFile(file);
-    if (!bytes)
-      fail(file + ": cannot read it");
-    o.import.boundInputs[name] = (*bytes)->getBuffer().str();
+    std::string bytes, err;
+    if (!readRegularFile(file, bytes, err))
+      fail("--bind " + name + ": cannot read " + err);
+    o.import.boundInputs[name] = std::move(bytes);
   }
   if (onnxTest) {
     o.onnxTest = true;
@@ -146,20 +147,39 @@ Options parseArgs(int argc, char **argv) {
 // Running a model
 //===----------------------------------------------------------------------===//
 
+/// Refuses a --bind for a name the model does not take as an input (the
+/// importer would refuse it too, but not in terms of the flag).
+void checkBinds(const Options &o) {
+  if (o.import.boundInputs.empty())
+    return;
+  std::vector<std::string> names;
+  std::string err;
+  if (!onnxGraphInputNames(o.model, names, err))
+    return; // compiling reports what is wrong with the model
+  for (const auto &b : o.import.boundInputs)
+    if (!llvm::is_contained(names, b.first))
+      fail("--bind " + b.first + "=...: the model has no input '" + b.first +
+           "' (inputs: " + (names.empty() ? "none" : llvm::join(names, ", ")) +
+           ")");
+}
+
 int runModel(const Options &o) {
   if (!llvm::sys::fs::exists(o.model))
     fail(o.model + ": no such file");
   std::string err, plan;
+  // Every file is checked before it is opened for good: a FIFO would block.
+  if (!checkRegularFile(o.model, err))
+    fail(err);
+  checkBinds(o);
+  if (!o.emitPlan.empty() &&
+      !rt::checkOutputPath("--emit-plan", o.emitPlan,
+                           {{o.model, "the model"}}, err))
+    fail(err);
   auto prog = compileToProgram(o.model, o.import, err, nullptr, &plan);
   if (!prog)
     fail(err);
-  if (!o.emitPlan.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(o.emitPlan, ec);
-    if (ec)
-      fail(o.emitPlan + ": " + ec.message());
-    os.write(plan.data(), plan.size());
-  }
+  if (!o.emitPlan.empty() && !rt::writeFileAtomic(o.emitPlan, {plan}, err))
+    fail(err);
 
   const auto &names = prog->inputNames();
   size_t n = names.size();
@@ -188,7 +208,8 @@ int runModel(const Options &o) {
     }
     if (given[slot])
       fail("input '" + names[slot] + "' is given twice");
-    if (!rt::readTensorFile(file, tensors[slot], err))
+    if (!checkRegularFile(file, err) ||
+        !rt::readTensorFile(file, tensors[slot], err))
       fail(err);
     given[slot] = true;
   }

@@ -54,6 +54,12 @@ struct TrainCompileOptions {
   std::string bnRunningVar = "unbiased";
 };
 
+/// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd
+/// and momentum, 0.001 for adam and adamw.
+inline double defaultLr(const std::string &optimizer) {
+  return optimizer == "adam" || optimizer == "adamw" ? 1e-3 : 1e-2;
+}
+
 /// What compileONNXToTraining produces.
 struct TrainCompileResult {
   std::string trainPlan; // @train_step (outputs loss, grad_norm)

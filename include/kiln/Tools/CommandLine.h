@@ -45,9 +45,9 @@ std::pair<std::string, std::string> splitNameValue(llvm::StringRef flag,
                                                    llvm::StringRef form);
 
 /// The largest batch or dimension a flag accepts. Static shapes multiply a
-/// batch by every per-sample size in int64; keeping each factor at or below
-/// 2^31 leaves room for per-sample sizes up to 2^32 elements before a product
-/// could overflow.
+/// batch by every per-sample size; the importer checks each such product
+/// (kiln/runtime/CheckedMath.h) and refuses one over 2^60 bytes naming the
+/// input, and this bound keeps the flag itself to sizes a machine can hold.
 constexpr int64_t kMaxDimFlag = int64_t(1) << 31;
 
 /// An integer flag's range, as an llvm::cl modifier:
@@ -79,13 +79,54 @@ private:
   IntRange range;
 };
 
-/// Parses a floating-point flag: a finite number, or one line naming the
-/// flag.
+/// A floating-point flag's range, as an llvm::cl modifier (the counterpart
+/// of IntRange): each bound inclusive or exclusive, unbounded by default.
+///   cl::opt<double, false, NumberParser> b("beta1", NumberRange::unit());
+/// A value outside it fails as "--beta1 must be in [0, 1), got 2".
+struct NumberRange {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool minOpen = false, maxOpen = false;
+
+  /// (0, inf): a learning rate, an epsilon.
+  static constexpr NumberRange positive() {
+    return {0, std::numeric_limits<double>::infinity(), true, false};
+  }
+  /// [0, inf): a weight decay, a clipping norm (0: none).
+  static constexpr NumberRange nonNegative() {
+    return {0, std::numeric_limits<double>::infinity(), false, false};
+  }
+  /// [0, 1): a momentum or Adam beta (1 would never forget).
+  static constexpr NumberRange unit() { return {0, 1, false, true}; }
+
+  bool contains(double v) const {
+    return (minOpen ? v > min : v >= min) && (maxOpen ? v < max : v <= max);
+  }
+  /// "in [0, 1)", "> 0", ">= 0": what a message says the value must be.
+  std::string text() const;
+  template <class Opt>
+  void apply(Opt &o) const {
+    o.getParser().setRange(*this);
+  }
+};
+
+/// Fails, naming `flag`, unless `value` lies in `range`: the one check every
+/// bounded floating-point flag goes through ("--eps must be > 0, got 0").
+/// `text` is the value as the user wrote it.
+void checkNumber(llvm::StringRef flag, double value, const NumberRange &range,
+                 llvm::StringRef text);
+
+/// Parses a floating-point flag: a finite number in its NumberRange (by
+/// default any), or one line naming the flag.
 class NumberParser : public llvm::cl::parser<double> {
 public:
   using parser::parser;
+  void setRange(const NumberRange &r) { range = r; }
   bool parse(llvm::cl::Option &o, llvm::StringRef argName, llvm::StringRef arg,
              double &value);
+
+private:
+  NumberRange range;
 };
 
 } // namespace kiln::tool

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Conversion/ONNXToKiln/ONNXToKiln.h"
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Support/TensorSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -239,12 +240,20 @@ LogicalResult NodeRewriter::replace(ValueRange values) {
   for (unsigned i = values.size(), e = node.getNumResults(); i < e; ++i)
     if (!node.getResult(i).use_empty())
       return error("output " + Twine(i) + " is not supported");
-  for (auto [res, v] : llvm::zip(node.getResults(), values)) {
+  // `values` may be shorter than the node's results (unused trailing
+  // outputs): walk the shorter of the two.
+  for (unsigned i = 0, e = values.size(); i < e; ++i) {
+    Value res = node.getResult(i), v = values[i];
     // Where ONNX shape inference knew a static type it must agree with ours.
     auto old = dyn_cast<RankedTensorType>(res.getType());
     auto now = dyn_cast<RankedTensorType>(v.getType());
     if (!now)
       return error("internal: pattern produced a non-tensor result");
+    // Shapes computed here (ConstantOfShape's, Expand's, Reshape's) come
+    // from the model's values: size them before anything allocates them.
+    int64_t bytes;
+    if (now.hasStaticShape() && !checkedTypeBytes(now, bytes))
+      return error(tooLargeText("output " + std::to_string(i), now));
     if (old && old.hasStaticShape() &&
         (old.getShape() != now.getShape() ||
          old.getElementType() != now.getElementType()))

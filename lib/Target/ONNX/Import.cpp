@@ -13,6 +13,8 @@
 #include "ONNXLibrary.h"
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
+#include "kiln/Support/InputFile.h"
+#include "kiln/Support/TensorSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -33,6 +35,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <climits>
 #include <cstring>
 
 using namespace mlir;
@@ -48,8 +51,6 @@ using onnxlib::sanitize;
 
 /// Tensors with more elements than this become dense_resource blobs.
 constexpr int64_t kMaxInlineElements = 4096;
-/// The most elements one tensor may have (2^40, far above any real model).
-constexpr uint64_t kMaxElements = uint64_t(1) << 40;
 
 /// The folder of `path` ("." for a bare file name).
 std::string parentDir(llvm::StringRef path) {
@@ -247,6 +248,12 @@ private:
   Type elementType(int32_t dt);
   FailureOr<Type> valueType(const std::string &name, Location loc);
   FailureOr<Type> inputType(const proto::ValueInfoProto &input);
+  /// Fails naming `what` when a tensor of `type` is larger than the largest
+  /// tensor (kiln/Support/TensorSize.h). For a graph input (`isInput`)
+  /// whose dimension 0 is the batch the options set, the message names the
+  /// batch and the sample it multiplies.
+  LogicalResult checkSize(RankedTensorType type, const std::string &what,
+                          Location loc, bool isInput = false);
   FailureOr<SmallVector<int64_t>> tensorDims(const proto::TensorProto &tensor,
                                              const std::string &what,
                                              Location loc, uint64_t &numel);
@@ -301,7 +308,10 @@ FailureOr<Type> Importer::valueType(const std::string &name, Location loc) {
     }
     dims.push_back(size);
   }
-  return Type(RankedTensorType::get(dims, elem));
+  auto ranked = RankedTensorType::get(dims, elem);
+  if (failed(checkSize(ranked, "output " + quote(name), loc)))
+    return failure();
+  return Type(ranked);
 }
 
 FailureOr<Type> Importer::inputType(const proto::ValueInfoProto &input) {
@@ -366,28 +376,48 @@ FailureOr<Type> Importer::inputType(const proto::ValueInfoProto &input) {
     }
     return failure();
   }
-  return Type(RankedTensorType::get(dims, elem));
+  auto type = RankedTensorType::get(dims, elem);
+  if (failed(checkSize(type, what, loc, /*isInput=*/true)))
+    return failure();
+  return Type(type);
+}
+
+LogicalResult Importer::checkSize(RankedTensorType type, const std::string &what,
+                                  Location loc, bool isInput) {
+  int64_t bytes;
+  if (!type.hasStaticShape() || checkedTypeBytes(type, bytes))
+    return success();
+  std::string why = tooLargeText(what, type);
+  // The batch is the usual culprit: say which of the two factors it is.
+  if (isInput && opts.batchSize > 0 && type.getRank() > 0 &&
+      type.getDimSize(0) == opts.batchSize) {
+    auto sample = RankedTensorType::get(type.getShape().drop_front(),
+                                        type.getElementType());
+    why += " (the batch, " + std::to_string(type.getDimSize(0)) +
+           ", times a sample of " + tensorTypeText(sample) + ")";
+  }
+  return fail(loc, why);
 }
 
 FailureOr<SmallVector<int64_t>>
 Importer::tensorDims(const proto::TensorProto &tensor, const std::string &what,
                      Location loc, uint64_t &numel) {
-  SmallVector<int64_t> dims;
-  numel = 1;
-  for (int64_t d : tensor.dims()) {
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  for (int64_t d : dims)
     if (d < 0) {
       (void)fail(loc,
                  what + " has invalid shape " + onnxlib::shapeString(tensor));
       return failure();
     }
-    if (d != 0 && numel > kMaxElements / static_cast<uint64_t>(d)) {
-      (void)fail(loc, what + " has a shape " + onnxlib::shapeString(tensor) +
-                          " too large to import");
-      return failure();
-    }
-    numel *= static_cast<uint64_t>(d);
-    dims.push_back(d);
+  int64_t n = 0;
+  if (!rt::checkedNumel(dims, storageSize(tensor.data_type()), n)) {
+    (void)fail(loc, what + " has shape " + onnxlib::shapeString(tensor) +
+                        " of " + onnxlib::dataTypeName(tensor.data_type()) +
+                        ", more than the " + rt::kMaxTensorBytesText +
+                        " a tensor may hold");
+    return failure();
   }
+  numel = static_cast<uint64_t>(n);
   if (tensor.has_segment()) {
     (void)fail(loc, what + " is segmented; segmented tensors are not "
                            "supported");
@@ -705,10 +735,9 @@ OwningOpRef<ModuleOp> Importer::run() {
                                 " is not a TensorProto");
         return {};
       }
-      int64_t numel = 1;
-      for (int64_t d : t.dims())
-        numel *= d;
-      if (isFloatingDataType(t.data_type()) && numel > 1) {
+      int64_t numel = 0;
+      bool scalar = rt::checkedNumel(t.dims(), 1, numel) && numel <= 1;
+      if (isFloatingDataType(t.data_type()) && !scalar) {
         (void)fail(fileLoc, "input " + quote(input.name()) +
                                 " is a floating-point tensor; only integer and "
                                 "boolean inputs and floating scalars can be "
@@ -725,6 +754,26 @@ OwningOpRef<ModuleOp> Importer::run() {
     argTypes.push_back(*type);
     argNames.push_back(input.name());
     argIsParam.push_back(false);
+  }
+  // A value bound to a name the graph does not take as an input would be
+  // silently ignored; refuse it, listing the inputs there are.
+  for (const auto &b : opts.boundInputs) {
+    std::vector<std::string> names;
+    bool found = false;
+    for (const auto &input : graph.input()) {
+      if (initNames.contains(input.name()))
+        continue;
+      found |= input.name() == b.first;
+      names.push_back(input.name());
+    }
+    if (!found) {
+      (void)fail(fileLoc, "a value is bound to input " + quote(b.first) +
+                              ", which the model does not have (inputs: " +
+                              (names.empty() ? std::string("none")
+                                             : llvm::join(names, ", ")) +
+                              ")");
+      return {};
+    }
   }
   SmallVector<const proto::TensorProto *> constants;
   for (const auto &init : graph.initializer()) {
@@ -941,13 +990,11 @@ void registerONNXImportTranslation() {
 
 bool kiln::onnxGraphInputNames(const std::string &path,
                                std::vector<std::string> &names, std::string &err) {
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf) {
-    err = path + ": " + buf.getError().message();
+  std::string bytes;
+  if (!readRegularFile(path, bytes, err, INT_MAX))
     return false;
-  }
   ::onnx::ModelProto model;
-  if (!model.ParseFromArray((*buf)->getBufferStart(), (int)(*buf)->getBufferSize())) {
+  if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {
     err = path + " is not a valid ONNX model";
     return false;
   }

@@ -9,6 +9,8 @@
 
 #include "ONNXLibrary.h"
 
+#include "kiln/Support/InputFile.h"
+
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
@@ -191,27 +193,15 @@ bool checkTensorData(const TensorProto &tensor, const std::string &what,
 
 std::string errnoText(int err) { return std::strerror(err); }
 
-/// Reads all of `path` into `out`.
+/// Reads all of `path` into `out`: a regular file (kiln/Support/InputFile.h:
+/// a FIFO is refused rather than waited on) of at most 2 GiB.
 bool readFile(const std::string &path, std::string &out, std::string &why) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    why = errnoText(errno);
+  uint64_t size = 0;
+  int fd = openRegularFile(path, why, &size);
+  if (fd < 0)
     return false;
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    why = errnoText(errno);
-    ::close(fd);
-    return false;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    why = errnoText(EISDIR);
-    ::close(fd);
-    return false;
-  }
-  if (S_ISREG(st.st_mode) &&
-      static_cast<uint64_t>(st.st_size) > kMaxModelBytes) {
-    why = "the file is " + std::to_string(st.st_size) +
+  if (size > kMaxModelBytes) {
+    why = "the file is " + std::to_string(size) +
           " bytes; a serialized ONNX model is at most 2 GiB (store the "
           "weights as external data)";
     ::close(fd);
@@ -358,20 +348,12 @@ bool inlineExternalData(TensorProto &tensor, const std::string &what,
         what + ": external data location " + quote(location) + " " + why;
     return false;
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  uint64_t fileSize = 0;
+  int fd = openRegularFile(path, why, &fileSize);
   if (fd < 0) {
-    err.message = what + ": cannot open external data file " + quote(location) +
-                  ": " + errnoText(errno);
+    err.message = what + ": external data file " + quote(location) + ": " + why;
     return false;
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    err.message = what + ": external data file " + quote(location) +
-                  " is not a regular file";
-    ::close(fd);
-    return false;
-  }
-  uint64_t fileSize = static_cast<uint64_t>(st.st_size);
   if (offset > fileSize) {
     err.message = what + ": external data offset " + std::to_string(offset) +
                   " is past the end of " + quote(location) + " (" +

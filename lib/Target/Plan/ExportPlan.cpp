@@ -8,6 +8,7 @@
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/ONNX/Import.h"
 #include "kiln/Target/Plan/PlanDType.h"
+#include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/PlanFile.h"
 #include "kiln/runtime/KernelManifest.h"
 
@@ -89,11 +90,27 @@ FailureOr<json::Value> attrValue(Attribute a) {
   return failure();
 }
 
-/// The row-major bytes of a constant (i1 as one byte per element).
+std::string locString(Location loc);
+
+/// The row-major bytes of a constant (i1 as one byte per element), at most
+/// kMaxPlanConstantBytes of them.
 LogicalResult constantBytes(krt::ConstantOp op, std::string &out) {
   auto type = op.getType();
   int64_t n = type.getNumElements();
-  int64_t size = krt::bufferBytes(type);
+  int64_t size = krt::bufferBytes(type); // verified: checked, <= 2^60
+  if (size > kMaxPlanConstantBytes) {
+    // A constant folded from several nodes has a fused location, which the
+    // drivers do not print: name its nodes here.
+    std::string at =
+        isa<NameLoc>(op.getLoc()) ? "" : locString(op.getLoc());
+    return op.emitError() << "constant " << tensorTypeText(type)
+                          << (at.empty() ? "" : " (from " + at + ")")
+                          << " is " << byteSizeText(double(size))
+                          << "; the plan stores each constant's bytes and "
+                             "holds at most "
+                          << byteSizeText(double(kMaxPlanConstantBytes))
+                          << " for one";
+  }
   Attribute value = op.getValue();
   if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
     if (type.getElementType().isInteger(1)) {
@@ -280,7 +297,12 @@ LogicalResult PlanWriter::write(std::string &out) {
                                : "arg" + std::to_string(arg.getArgNumber());
     (*e)["name"] = argName;
     if (isParam(func, arg.getArgNumber())) {
-      int64_t bytes = krt::bufferBytes(cast<MemRefType>(arg.getType()));
+      // Arguments have no verifier: size them here.
+      int64_t bytes;
+      if (!checkedTypeBytes(cast<MemRefType>(arg.getType()), bytes))
+        return func.emitError()
+               << tooLargeText("parameter '" + argName + "'",
+                               cast<MemRefType>(arg.getType()));
       std::optional<ParamInit> init = getInit(func, arg.getArgNumber());
       auto it = params.find(argName);
       if (init == ParamInit::Zeros) {

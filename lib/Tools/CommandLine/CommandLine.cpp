@@ -11,6 +11,7 @@
 #include "kiln/Tools/CommandLine.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -104,9 +105,34 @@ bool tool::IntParser::parse(cl::Option &, StringRef argName, StringRef arg,
   return false;
 }
 
+std::string tool::NumberRange::text() const {
+  auto num = [](double v) {
+    std::string s;
+    raw_string_ostream os(s);
+    os << format("%g", v);
+    return s;
+  };
+  bool lo = std::isfinite(min), hi = std::isfinite(max);
+  if (lo && hi)
+    return "in " + std::string(minOpen ? "(" : "[") + num(min) + ", " +
+           num(max) + (maxOpen ? ")" : "]");
+  if (lo)
+    return (minOpen ? "> " : ">= ") + num(min);
+  if (hi)
+    return (maxOpen ? "< " : "<= ") + num(max);
+  return "a number";
+}
+
+void tool::checkNumber(StringRef flag, double value, const NumberRange &range,
+                       StringRef text) {
+  if (!range.contains(value))
+    fail(flag + " must be " + range.text() + ", got " + text);
+}
+
 bool tool::NumberParser::parse(cl::Option &, StringRef argName, StringRef arg,
                                double &value) {
   if (arg.getAsDouble(value) || !std::isfinite(value))
     fail(flagSpelling(argName) + " needs a number, got '" + arg + "'");
+  checkNumber(flagSpelling(argName), value, range, arg);
   return false;
 }

@@ -12,11 +12,11 @@
 #include "kiln/Tools/ONNXTestRunner.h"
 
 #include "kiln/Pipeline/Pipelines.h"
+#include "kiln/Support/InputFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -31,13 +31,16 @@ using namespace kiln;
 
 namespace {
 
-/// Reads a whole file; false if it cannot.
+/// Reads a whole regular file; false if it cannot (a FIFO is not waited on).
 bool slurp(const std::string &path, std::string &out) {
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf)
-    return false;
-  out = (*buf)->getBuffer().str();
-  return true;
+  std::string err;
+  return readRegularFile(path, out, err);
+}
+
+/// rt::readTensorFile of a regular file (the runtime's reader would wait on
+/// a FIFO).
+bool readTensor(const std::string &path, rt::HostTensor &t, std::string &err) {
+  return checkRegularFile(path, err) && rt::readTensorFile(path, t, err);
 }
 
 } // namespace
@@ -178,7 +181,7 @@ std::unique_ptr<rt::Program> compileBindingInputs(const std::string &model,
   for (size_t k = 0; k < files.size() && k < names.size(); ++k) {
     rt::HostTensor t;
     std::string bytes, e;
-    if (!rt::readTensorFile(files[k], t, e) ||
+    if (!readTensor(files[k], t, e) ||
         (rt::isFloat(t.dtype()) && t.numel() > 1) || !slurp(files[k], bytes))
       continue;
     bool same = true;
@@ -241,10 +244,10 @@ std::string kiln::runONNXTest(const std::string &dir) {
     auto outFiles = sortedMatches(set, "output_", ".pb", false);
     std::vector<rt::HostTensor> ins(inFiles.size()), want(outFiles.size());
     for (size_t k = 0; k < inFiles.size(); ++k)
-      if (!rt::readTensorFile(inFiles[k], ins[k], err))
+      if (!readTensor(inFiles[k], ins[k], err))
         return "error: " + err;
     for (size_t k = 0; k < outFiles.size(); ++k)
-      if (!rt::readTensorFile(outFiles[k], want[k], err))
+      if (!readTensor(outFiles[k], want[k], err))
         return "error: " + err;
     // ONNX 1.12's backend data stores bfloat16 tensors as their uint16 bit
     // patterns: where the model has bf16, a u16 tensor of that shape is

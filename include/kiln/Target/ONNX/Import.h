@@ -38,7 +38,8 @@ struct ImportOptions {
   /// specialisation, for inputs Kiln needs as constants: shapes, axes, a
   /// Trilu's k, a Dropout ratio): input name -> a serialized TensorProto of
   /// the input's declared type, integer or boolean, or a floating scalar. A bound input is not an argument of
-  /// @forward but a constant, as a non-floating initializer would be.
+  /// @forward but a constant, as a non-floating initializer would be. A
+  /// name that is not a graph input of the model fails the import.
   std::map<std::string, std::string> boundInputs;
 };
 

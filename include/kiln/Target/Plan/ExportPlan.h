@@ -21,6 +21,13 @@ namespace kiln {
 /// The plan format version this compiler writes (the runtime's constant).
 using rt::kPlanFormatVersion;
 
+/// The largest constant the plan writer materialises, in bytes (2 GiB, the
+/// most a serialized ONNX model can hold inline). A constant's bytes are
+/// stored in the plan's data blob, element by element even for a splat
+/// (ConstantOfShape), so a constant above this is refused with its node and
+/// size rather than built in memory (docs/PlanFormat.md).
+constexpr int64_t kMaxPlanConstantBytes = int64_t(1) << 31;
+
 /// Parameter values by their `onnx.name`, as raw little-endian bytes.
 using ParamData = std::map<std::string, std::string>;
 

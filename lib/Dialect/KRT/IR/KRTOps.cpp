@@ -4,6 +4,7 @@
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+#include "kiln/Support/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -22,9 +23,13 @@ void KRTDialect::initialize() {
 }
 
 int64_t kiln::krt::bufferBytes(MemRefType type) {
-  Type elem = type.getElementType();
-  int64_t width = elem.isIntOrFloat() ? elem.getIntOrFloatBitWidth() : 8;
-  return type.getNumElements() * std::max<int64_t>(1, (width + 7) / 8);
+  int64_t bytes = 0;
+  // The verifiers below refuse a buffer whose size does not check, so this
+  // holds for every verified krt value.
+  bool ok = checkedTypeBytes(type, bytes);
+  assert(ok && "bufferBytes of an unverified buffer type");
+  (void)ok;
+  return bytes;
 }
 
 /// Buffers are dense, row-major and statically shaped.
@@ -39,6 +44,9 @@ static LogicalResult verifyBuffer(Operation *op, Type t, StringRef what) {
   if (!type.getElementType().isIntOrFloat())
     return op->emitOpError() << what << " must have an integer or float "
                              << "element type, got " << type;
+  int64_t bytes;
+  if (!kiln::checkedTypeBytes(type, bytes))
+    return op->emitOpError() << kiln::tooLargeText(what.str(), type);
   return success();
 }
 

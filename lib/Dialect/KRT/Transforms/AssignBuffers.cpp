@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
 
+#include "kiln/runtime/CheckedMath.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/EquivalenceClasses.h"
@@ -24,9 +26,6 @@ using namespace kiln::krt;
 
 namespace {
 
-int64_t alignUp(int64_t n) {
-  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
-}
 
 /// One arena buffer: an alloc and everything sharing its bytes.
 struct Buffer {
@@ -144,10 +143,20 @@ LogicalResult KilnAssignBuffersPass::assign(func::FuncOp func) {
     }
   }
 
+  // Every size and offset below is checked (kiln/runtime/CheckedMath.h): a
+  // buffer is at most kiln::rt::kMaxTensorBytes (the krt verifier), and so is the
+  // arena the runtime accepts, so a sum past that is refused, not wrapped.
+  auto tooLarge = [&](Operation *at, const Twine &what) {
+    return at->emitError() << "@" << func.getSymName() << " needs " << what
+                           << " of more than " << kiln::rt::kMaxTensorBytesText
+                           << ", the largest arena the runtime accepts";
+  };
+
   // Gather the buffers.
   llvm::DenseMap<Value, unsigned> bufferOf;
   std::vector<Buffer> buffers;
   int64_t naive = 0;
+  bool naiveOverflow = false;
   for (Operation &op : body) {
     auto a = dyn_cast<AllocOp>(op);
     if (!a)
@@ -158,8 +167,11 @@ LogicalResult KilnAssignBuffersPass::assign(func::FuncOp func) {
       buffers.emplace_back();
     Buffer &b = buffers[it->second];
     b.allocs.push_back(a);
-    int64_t bytes = alignUp(bufferBytes(a.getType()));
-    naive += bytes;
+    int64_t bytes;
+    if (!kiln::rt::checkedAlignUp(bufferBytes(a.getType()), kArenaAlignment, bytes))
+      return tooLarge(a, "a buffer");
+    // The naive total is a statistic; it saturates rather than fails.
+    naiveOverflow |= !kiln::rt::checkedAdd(naive, bytes, naive);
     b.size = std::max(b.size, bytes);
     int64_t d = def.count(a) ? def[a] : index[a];
     b.def = std::min(b.def, d);
@@ -188,6 +200,8 @@ LogicalResult KilnAssignBuffersPass::assign(func::FuncOp func) {
     llvm::sort(live, [](const Buffer *x, const Buffer *y) {
       return x->offset < y->offset;
     });
+    // Placed buffers end at or below kMaxTensorBytes (checked below), so
+    // these sums of two such values cannot overflow.
     int64_t prevEnd = 0, best = -1, bestGap = INT64_MAX;
     for (const Buffer *o : live) {
       int64_t gap = o->offset - prevEnd;
@@ -198,9 +212,14 @@ LogicalResult KilnAssignBuffersPass::assign(func::FuncOp func) {
       prevEnd = std::max(prevEnd, o->offset + o->size);
     }
     b.offset = best >= 0 ? best : prevEnd;
-    arena = std::max(arena, b.offset + b.size);
+    int64_t end;
+    if (!kiln::rt::checkedAdd(b.offset, b.size, end) || end > kiln::rt::kMaxTensorBytes)
+      return tooLarge(b.allocs.front(), "an arena");
+    arena = std::max(arena, end);
     placed.push_back(k);
   }
+  if (naiveOverflow)
+    naive = INT64_MAX;
 
   Builder builder(func.getContext());
   for (Buffer &b : buffers)

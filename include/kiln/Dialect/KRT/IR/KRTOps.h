@@ -17,7 +17,11 @@
 namespace kiln::krt {
 /// Byte alignment of every arena buffer (a cache line; AVX-512 vectors).
 constexpr int64_t kArenaAlignment = 64;
-/// Bytes of a buffer of `type` (i1 is stored as one byte).
+/// Bytes of a buffer of `type` (i1 is stored as one byte), at most
+/// rt::kMaxTensorBytes: the krt verifiers refuse a buffer whose size
+/// overflows or exceeds it (kiln/Support/TensorSize.h), so this is for
+/// verified buffer types. A type no verifier saw (a function argument) is
+/// sized with checkedTypeBytes.
 int64_t bufferBytes(mlir::MemRefType type);
 } // namespace kiln::krt
 

@@ -1,0 +1,190 @@
+//===- CheckpointManifest.cpp - a checkpoint's manifest.json ----*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "CheckpointManifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace kiln::train {
+
+using nlohmann::json;
+
+namespace {
+
+/// One refusal, as the message's tail.
+struct Bad {
+  std::string why;
+};
+
+const json &field(const json &obj, const char *key, const std::string &where) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    throw Bad{"lacks field '" + where + key + "'"};
+  return *it;
+}
+
+const json &object(const json &obj, const char *key, const std::string &where) {
+  const json &v = field(obj, key, where);
+  if (!v.is_object())
+    throw Bad{"field '" + where + key + "' is not an object"};
+  return v;
+}
+
+int64_t integer(const json &obj, const char *key, const std::string &where,
+                int64_t lo, int64_t hi) {
+  const json &v = field(obj, key, where);
+  // is_number_integer excludes floats: 50.5 and 5e1 are refused.
+  if (!v.is_number_integer())
+    throw Bad{"field '" + where + key + "' is not an integer"};
+  if (v.is_number_unsigned() && v.get<uint64_t>() > (uint64_t)INT64_MAX)
+    throw Bad{"field '" + where + key + "' is out of range"};
+  int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw Bad{"field '" + where + key + "' is " + std::to_string(x) +
+              ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+  return x;
+}
+
+uint64_t unsignedInt(const json &obj, const char *key, const std::string &where) {
+  const json &v = field(obj, key, where);
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    throw Bad{"field '" + where + key + "' is not a non-negative integer"};
+  return v.get<uint64_t>();
+}
+
+std::string string(const json &obj, const char *key, const std::string &where,
+                   bool nonEmpty) {
+  const json &v = field(obj, key, where);
+  if (!v.is_string())
+    throw Bad{"field '" + where + key + "' is not a string"};
+  std::string s = v.get<std::string>();
+  if (nonEmpty && s.empty())
+    throw Bad{"field '" + where + key + "' is empty"};
+  return s;
+}
+
+bool isSha256(const std::string &s) {
+  if (s.size() != 64)
+    return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+/// The largest count a manifest may state (dims, batch, ranks): far above
+/// anything real, far below overflow when multiplied by an element size.
+constexpr int64_t kMaxCount = int64_t(1) << 48;
+
+void parse(const json &m, CheckpointManifest &out) {
+  if (!m.is_object())
+    throw Bad{"is not a JSON object"};
+  auto fmt = m.find("format");
+  if (fmt == m.end() || !fmt->is_string() || *fmt != "kiln-checkpoint")
+    throw Bad{"is not a kiln-checkpoint manifest (field 'format')"};
+  if (integer(m, "version", "", 0, INT64_MAX) != 1)
+    throw Bad{"is not version 1 (field 'version')"};
+  out.step = integer(m, "step", "", 0, INT64_MAX);
+  out.epoch = integer(m, "epoch", "", 0, INT64_MAX);
+  out.position = integer(m, "position", "", 0, INT64_MAX);
+  out.seed = unsignedInt(m, "seed", "");
+  const json &sh = field(m, "shuffle", "");
+  if (!sh.is_boolean())
+    throw Bad{"field 'shuffle' is not a boolean"};
+  out.shuffle = sh.get<bool>();
+  out.model = string(m, "model", "", false);
+  out.modelSha256 = string(m, "model_sha256", "", false);
+  if (!out.modelSha256.empty() && !isSha256(out.modelSha256))
+    throw Bad{"field 'model_sha256' is not 64 lowercase hex digits"};
+  out.optimizer = string(m, "optimizer", "", true);
+  const json &layout = object(m, "layout", "");
+  out.ranks = integer(layout, "ranks", "layout.", 1, kMaxCount);
+  out.batchSize = integer(layout, "batch_size", "layout.", 1, kMaxCount);
+
+  const json &params = field(m, "params", "");
+  if (!params.is_array())
+    throw Bad{"field 'params' is not an array"};
+  out.params.clear();
+  std::set<std::string> seen;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const json &p = params[i];
+    std::string where = "params[" + std::to_string(i) + "].";
+    if (!p.is_object())
+      throw Bad{"field 'params[" + std::to_string(i) + "]' is not an object"};
+    ManifestParam mp;
+    mp.name = string(p, "name", where, true);
+    if (!seen.insert(mp.name).second)
+      throw Bad{"names parameter '" + mp.name + "' twice"};
+    mp.role = string(p, "role", where, true);
+    mp.dtype = string(p, "dtype", where, true);
+    const json &shape = field(p, "shape", where);
+    if (!shape.is_array() || shape.size() > 64)
+      throw Bad{"field '" + where + "shape' is not an array of at most 64 dims"};
+    for (const json &d : shape) {
+      if (!d.is_number_integer() || (!d.is_number_unsigned() && d.get<int64_t>() < 0) ||
+          d.get<uint64_t>() > (uint64_t)kMaxCount)
+        throw Bad{"field '" + where + "shape' has a dim that is not an integer in [0, 2^48]"};
+      mp.shape.push_back(d.get<int64_t>());
+    }
+    out.params.push_back(std::move(mp));
+  }
+
+  const json &files = object(m, "files", "");
+  const json &t = object(files, kCheckpointTensors, "files.");
+  std::string where = std::string("files.") + kCheckpointTensors + ".";
+  out.tensorsBytes = unsignedInt(t, "bytes", where);
+  out.tensorsSha256 = string(t, "sha256", where, true);
+  if (!isSha256(out.tensorsSha256))
+    throw Bad{"field '" + where + "sha256' is not 64 lowercase hex digits"};
+}
+
+} // namespace
+
+bool parseCheckpointManifest(std::string_view text, CheckpointManifest &out,
+                             std::string &why) noexcept {
+  try {
+    json m = json::parse(text.begin(), text.end());
+    CheckpointManifest got;
+    parse(m, got);
+    out = std::move(got);
+    return true;
+  } catch (const Bad &b) {
+    why = b.why;
+  } catch (const json::parse_error &) {
+    why = "is not valid JSON";
+  } catch (const std::exception &e) {
+    why = std::string("cannot be read: ") + e.what();
+  }
+  return false;
+}
+
+std::string writeCheckpointManifest(const CheckpointManifest &m) {
+  json params = json::array();
+  for (const ManifestParam &p : m.params)
+    params.push_back({{"name", p.name},
+                      {"role", p.role},
+                      {"dtype", p.dtype},
+                      {"shape", p.shape}});
+  json j = {
+      {"format", "kiln-checkpoint"},
+      {"version", 1},
+      {"step", m.step},
+      {"epoch", m.epoch},
+      {"position", m.position},
+      {"seed", m.seed},
+      {"shuffle", m.shuffle},
+      {"model", m.model},
+      {"model_sha256", m.modelSha256},
+      {"optimizer", m.optimizer},
+      {"rng", {{"kind", "philox4x32-10"}, {"seed", m.seed}, {"step", m.step}}},
+      {"layout", {{"ranks", m.ranks}, {"batch_size", m.batchSize}}},
+      {"params", std::move(params)},
+      {"files",
+       {{kCheckpointTensors,
+         {{"bytes", m.tensorsBytes}, {"sha256", m.tensorsSha256}}}}}};
+  return j.dump(2) + "\n";
+}
+
+} // namespace kiln::train
