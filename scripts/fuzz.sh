@@ -9,7 +9,8 @@
 #             with a write/parse round trip
 # The runtime targets are built by the runtime project alone, with
 # -DKILN_RUNTIME_FUZZ=ON, in build-fuzz-rt/ (BUILD_FUZZ_RT overrides); they
-# are seeded from runtime/fuzz/corpus/TARGET/ (make_seeds.py writes it).
+# are seeded from runtime/fuzz/corpus/TARGET/ (runtime/fuzz/make_seeds.py
+# writes plan/ and npy/, kiln-manifest-seeds manifest/).
 # Crashes land in BUILD/fuzz-artifacts[/TARGET]/; the growing corpus in
 # BUILD/fuzz-corpus[/TARGET]/. A crash reproduces with
 #   build-fuzz-rt/bin/kiln-TARGET-fuzzer ARTIFACT
@@ -76,7 +77,7 @@ mkdir -p "$CORPUS" "$ARTIFACTS"
 DICT=()
 [ -f "runtime/fuzz/$TARGET.dict" ] && DICT=(-dict="runtime/fuzz/$TARGET.dict")
 case "$TARGET" in
-  plan) MAX_LEN=16384 ;;
+  plan|manifest) MAX_LEN=16384 ;;
   *) MAX_LEN=8192 ;;
 esac
 

@@ -73,7 +73,8 @@ bool declaresLittle(const uint8_t *data, size_t size) {
   return true;
 }
 
-/// Small values that are valid indices for most index operands.
+/// Small values that are valid indices for most index operands (labels of
+/// three or more classes), and >= 1 in a scalar (an optimizer's step count).
 void fill(HostTensor &t) {
   uint8_t *p = static_cast<uint8_t *>(t.data());
   size_t n = t.numel();
@@ -81,8 +82,8 @@ void fill(HostTensor &t) {
     switch (t.dtype()) {
     case DType::F32: reinterpret_cast<float *>(p)[i] = 0.25f * float(i % 7) - 0.5f; break;
     case DType::F64: reinterpret_cast<double *>(p)[i] = 0.25 * double(i % 7) - 0.5; break;
-    case DType::I64: reinterpret_cast<int64_t *>(p)[i] = int64_t(i % 3); break;
-    case DType::I32: reinterpret_cast<int32_t *>(p)[i] = int32_t(i % 3); break;
+    case DType::I64: reinterpret_cast<int64_t *>(p)[i] = int64_t((i + 1) % 3); break;
+    case DType::I32: reinterpret_cast<int32_t *>(p)[i] = int32_t((i + 1) % 3); break;
     case DType::Bool: p[i] = uint8_t(i & 1); break;
     default: break; // zeros
     }

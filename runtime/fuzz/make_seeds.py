@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Writes the fuzzers' seed corpora under runtime/fuzz/corpus/ (committed;
-each file is a few hundred bytes). Rerun after changing a format:
-    /usr/bin/python3 runtime/fuzz/make_seeds.py
-plan/  small plans (docs/PlanFormat.md) of real CPU kernels, each loads and runs
+each file is at most a few KiB). Rerun after changing a format:
+    /usr/bin/python3 runtime/fuzz/make_seeds.py [--kiln-compile BIN]
+plan/  small plans (docs/PlanFormat.md) of real CPU kernels, each loads and runs;
+       with --kiln-compile, also training-step plans that kiln-compile
+       --emit plan writes for small ONNX models (compiled_*.plan: MLP, CNN
+       with batch norm and pooling, layer norm, transposed convolution; SGD,
+       momentum, Adam, AdamW and no optimizer)
 npy/   .npy files written by numpy (dtypes, format 1.0/2.0, Fortran order,
        0-d, empty), TensorProto .pb files and safetensors files
-manifest/  kiln-train checkpoint manifests (--manifest; written by hand from
-       the fields of train/CheckpointManifest.h: regenerate them from
-       writeCheckpointManifest's output once the keys are final)
+manifest/  not written here: kiln-manifest-seeds (ManifestSeeds.cpp, built
+       with the fuzzers) writes kiln-train checkpoints' manifest.json files
+       through writeCheckpointManifest, with variants (real0-2.json: a
+       linear model with momentum, and test/Training/resume.test's CNN (momentum)
+       and GPT (Adam) checkpoints)
 """
+
 import json
 import os
 import shutil
@@ -306,19 +313,79 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(h)) + h + data
 
 
-def manifests():
-    base = {
-        "format": "kiln-checkpoint", "version": 1, "step": 12, "epoch": 1,
-        "position": 4, "seed": 42, "shuffle": True, "model": "mlp.onnx",
-        "model_sha256": "0" * 64, "optimizer": "adam", "batch_size": 8,
-        "ranks": 1,
-        "params": [{"name": "fc.w", "role": "weight", "dtype": "f32", "shape": [4, 3]},
-                   {"name": "adam.m.fc.w", "role": "optimizer", "dtype": "f32", "shape": [4, 3]}],
-        "tensors_bytes": 96, "tensors_sha256": "f" * 64,
-    }
-    small = dict(base, step=0, epoch=0, position=0, seed=0, shuffle=False,
-                 optimizer="sgd", ranks=2, params=[], tensors_bytes=0)
-    return {"basic.json": base, "empty_params.json": small}
+# Small ONNX models for kiln-compile (--kiln-compile).
+def onnx_init(name, shape, rng):
+    from onnx import numpy_helper
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+def onnx_model(nodes, inputs, outputs, inits):
+    from onnx import helper
+    g = helper.make_graph(nodes, "m", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+def onnx_models():
+    from onnx import TensorProto, helper, numpy_helper
+    F = TensorProto.FLOAT
+    rng = np.random.default_rng(0)
+    vi = helper.make_tensor_value_info
+    out = {}
+    out["mlp"] = onnx_model(
+        [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"]),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "W2", "b2"], ["logits"])],
+        [vi("x", F, [4, 6])], [vi("logits", F, [4, 3])],
+        [onnx_init("W1", [6, 8], rng), onnx_init("b1", [8], rng), onnx_init("W2", [8, 3], rng), onnx_init("b2", [3], rng)])
+    out["cnn"] = onnx_model(
+        [helper.make_node("Conv", ["x", "Wc", "bc"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "g", "beta", "mean", "var"], ["n", "rm", "rv"], training_mode=1),
+         helper.make_node("Relu", ["n"], ["r"]),
+         helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("AveragePool", ["p"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+         helper.make_node("Flatten", ["a"], ["f"]),
+         helper.make_node("Gemm", ["f", "Wf", "bf"], ["logits"])],
+        [vi("x", F, [2, 1, 6, 6])], [vi("logits", F, [2, 3])],
+        [onnx_init("Wc", [2, 1, 3, 3], rng), onnx_init("bc", [2], rng),
+         numpy_helper.from_array(np.ones(2, np.float32), "g"), onnx_init("beta", [2], rng),
+         numpy_helper.from_array(np.zeros(2, np.float32), "mean"),
+         numpy_helper.from_array(np.ones(2, np.float32), "var"),
+         onnx_init("Wf", [18, 3], rng), onnx_init("bf", [3], rng)])
+    out["ln"] = onnx_model(
+        [helper.make_node("LayerNormalization", ["x", "s", "b"], ["l"], axis=-1),
+         helper.make_node("MatMul", ["l", "W"], ["m"]),
+         helper.make_node("Tanh", ["m"], ["y"])],
+        [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 3, 4])],
+        [numpy_helper.from_array(np.ones(4, np.float32), "s"), onnx_init("b", [4], rng), onnx_init("W", [4, 4], rng)])
+    out["deconv"] = onnx_model(
+        [helper.make_node("ConvTranspose", ["x", "Wt"], ["t"], strides=[2, 2]),
+         helper.make_node("Add", ["t", "bt"], ["u"]),
+         helper.make_node("Sigmoid", ["u"], ["y"])],
+        [vi("x", F, [1, 2, 3, 3])], [vi("y", F, [1, 1, 7, 7])],
+        [onnx_init("Wt", [2, 1, 3, 3], rng), onnx_init("bt", [1, 1, 1, 1], rng)])
+    return out
+
+# kiln-compile flags per compiled plan: (model, loss, optimizer, extra flags).
+COMPILED = {
+    "mlp_sgd": ("mlp", "cross-entropy", "sgd", []),
+    "mlp_grad": ("mlp", "cross-entropy", "none", []),
+    "cnn_adam": ("cnn", "cross-entropy", "adam", []),
+    "ln_momentum": ("ln", "mse", "momentum",
+                    ["--lr-schedule", "cosine", "--total-steps", "10"]),
+    # conv_transpose has no gradient rule: its weight is frozen.
+    "deconv_adamw": ("deconv", "mse", "adamw",
+                     ["--clip-grad-norm", "1", "--freeze", "Wt"]),
+}
+
+
+def compiled_plans(kiln_compile):
+    import subprocess
+    import tempfile
+    import onnx
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, m in onnx_models().items():
+            onnx.save(m, os.path.join(tmp, name + ".onnx"))
+        for name, (m, loss, opt, extra) in COMPILED.items():
+            subprocess.run([kiln_compile, os.path.join(tmp, m + ".onnx"),
+                            "--emit", "plan", "--loss", loss, "--optimizer", opt,
+                            "-o", os.path.join(CORPUS, "plan", "compiled_%s.plan" % name)]
+                           + extra, check=True)
 
 
 def write(sub, name, data):
@@ -349,11 +416,8 @@ def main():
     write("npy", "scalar.safetensors", safetensors({
         "s": ("F16", [], np.array(1.5, dtype="<f2").tobytes()),
         "m": ("BOOL", [3], bytes([0, 1, 1]))}))
-    if "--manifest" in sys.argv:
-        shutil.rmtree(os.path.join(CORPUS, "manifest"), ignore_errors=True)
-        for name, m in manifests().items():
-            write("manifest", name, json.dumps(m, indent=2).encode() + b"\n")
-
+    if "--kiln-compile" in sys.argv:
+        compiled_plans(sys.argv[sys.argv.index("--kiln-compile") + 1])
 
 if __name__ == "__main__":
     main()
