@@ -424,28 +424,28 @@ bool asIndex(const json &v, uint64_t &out) {
   return false;
 }
 
-void readSafetensorsImpl(const std::string &file,
+void readSafetensorsImpl(const std::string &file, const uint8_t *p,
+                         size_t size,
                          std::vector<std::pair<std::string, HostTensor>> &out) {
-  std::string bytes = readFileOrThrow(file);
-  const uint8_t *p = reinterpret_cast<const uint8_t *>(bytes.data());
-  if (bytes.size() < 8)
+  if (size < 8)
     fail(file, "truncated header");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i)
     n |= (uint64_t)p[i] << (8 * i);
   if (n > kMaxSafetensorsHeader)
     fail(file, "header length " + std::to_string(n) + " is too large");
-  if (n > bytes.size() - 8)
+  if (n > size - 8)
     fail(file, "truncated header");
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + (ptrdiff_t)n);
+    const char *text = reinterpret_cast<const char *>(p) + 8;
+    header = json::parse(text, text + n);
   } catch (const json::exception &e) {
     fail(file, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object())
     fail(file, "header is not a JSON object");
-  uint64_t dataSize = bytes.size() - 8 - n;
+  uint64_t dataSize = size - 8 - n;
   const uint8_t *data = p + 8 + n;
 
   struct Entry {
@@ -665,7 +665,18 @@ bool writeNpy(const std::string &path, const HostTensor &t,
 bool readSafetensors(const std::string &path,
                      std::vector<std::pair<std::string, HostTensor>> &out,
                      std::string &err) noexcept {
-  return guarded(path, err, [&] { readSafetensorsImpl(path, out); });
+  std::string bytes;
+  if (!guarded(path, err, [&] { bytes = readFileOrThrow(path); }))
+    return false;
+  return readSafetensorsBytes(bytes.data(), bytes.size(), path, out, err);
+}
+
+bool readSafetensorsBytes(const void *data, size_t size, const std::string &name,
+                          std::vector<std::pair<std::string, HostTensor>> &out,
+                          std::string &err) noexcept {
+  return guarded(name, err, [&] {
+    readSafetensorsImpl(name, static_cast<const uint8_t *>(data), size, out);
+  });
 }
 
 bool writeSafetensors(

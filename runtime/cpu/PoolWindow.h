@@ -25,6 +25,10 @@
 
 namespace kiln::rt::cpu {
 
+/// Rounded quotients for d > 0.
+inline int64_t floorDiv(int64_t a, int64_t d) { return a / d - (a % d < 0); }
+inline int64_t ceilDiv(int64_t a, int64_t d) { return a / d + (a % d > 0); }
+
 struct PoolTaps {
   using Table = std::array<std::vector<int64_t>, shape::kMaxSpatial>;
   /// Per array index of the geometry (neutral dims included) and output
@@ -40,17 +44,19 @@ struct PoolTaps {
     for (int i = 0; i < shape::kMaxSpatial; ++i) {
       int64_t cp = i >= g.first() && !ceilPad.empty() ? ceilPad[i - g.first()] : 0;
       int64_t limit = g.in[i] + g.ph[i] - cp; // end of the counted extent
+      // Tap t lies at start + t * d; the taps inside the input and inside
+      // the counted extent are ranges, computed without a loop over the
+      // window, whose size comes from an attribute (a window of 2^40 taps
+      // once took hours here; issue 21, fuzzing). The geometry keeps
+      // in + pads, and so every difference below, inside int64_t.
+      const int64_t k = g.k[i], d = g.d[i];
       for (int64_t o = 0; o < g.out[i]; ++o) {
-        int64_t start = o * g.s[i] - g.pl[i], l = g.k[i], h = 0, counted = 0;
-        for (int64_t t = 0; t < g.k[i]; ++t) {
-          int64_t pos = start + t * g.d[i];
-          if (pos >= 0 && pos < g.in[i]) {
-            l = std::min(l, t);
-            h = t + 1;
-          }
-          if (pos < limit) // pos >= -pl always holds
-            ++counted;
-        }
+        int64_t start = o * g.s[i] - g.pl[i];
+        // First tap with pos >= 0, one past the last with pos <= in - 1.
+        int64_t l = std::max<int64_t>(0, ceilDiv(-start, d));
+        int64_t h = std::min(k, floorDiv(g.in[i] - 1 - start, d) + 1);
+        // Taps with pos < limit (pos >= -pl always holds).
+        int64_t counted = std::clamp<int64_t>(ceilDiv(limit - start, d), 0, k);
         if (h <= l) {
           l = h = 0;
           emptyWindow = true;

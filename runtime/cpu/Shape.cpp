@@ -403,7 +403,6 @@ std::unique_ptr<Kernel> makePad(const KernelSpec &spec) {
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     throw Error("pad mode must be constant, reflect or edge, got '" + mode + "'");
   std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> maps;
   for (size_t i = 0; i < rank; ++i) {
     int64_t d = in.shape[i], lo = low[i], hi = high[i];
     const int64_t big = int64_t(1) << 40;
@@ -418,6 +417,13 @@ std::unique_ptr<Kernel> makePad(const KernelSpec &spec) {
     if (mode == "edge" && d == 0 && n > 0)
       throw Error("edge padding of the empty dim " + std::to_string(i));
     shape.push_back(n);
+  }
+  // Before the maps, whose sizes come from the attributes: a pad of 2^40
+  // is refused by the result's shape, not allocated (issue 21, fuzzing).
+  expectShape(spec, out, shape);
+  std::vector<std::vector<int64_t>> maps;
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t d = in.shape[i], lo = low[i], n = shape[i];
     std::vector<int64_t> m(n);
     for (int64_t j = 0; j < n; ++j) {
       int64_t p = j - lo;
@@ -433,7 +439,6 @@ std::unique_ptr<Kernel> makePad(const KernelSpec &spec) {
     }
     maps.push_back(std::move(m));
   }
-  expectShape(spec, out, shape);
   // The pad value in the element type, as its bytes.
   uint64_t bits = 0;
   dispatchType(in.dtype, [&](auto tag) {

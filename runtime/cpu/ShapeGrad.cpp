@@ -74,10 +74,18 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   size_t r = xs.size();
   if (st.size() != r || sp.size() != r || ys.size() != r)
     fail(spec, "starts and strides need one entry per dim");
-  for (size_t i = 0; i < r; ++i)
-    if (ys[i] > 0 && (st[i] < 0 || st[i] >= xs[i] || st[i] + (ys[i] - 1) * sp[i] < 0 ||
-                      st[i] + (ys[i] - 1) * sp[i] >= xs[i]))
+  for (size_t i = 0; i < r; ++i) {
+    if (ys[i] > 1 && sp[i] == 0)
+      fail(spec, "slice stride of dim " + std::to_string(i) + " is 0");
+    // The last tap, checked: a stride from the plan may be near 2^63
+    // (issue 21, fuzzing).
+    int64_t last;
+    if (ys[i] > 0 && (st[i] < 0 || st[i] >= xs[i] ||
+                      __builtin_mul_overflow(ys[i] - 1, sp[i], &last) ||
+                      __builtin_add_overflow(st[i], last, &last) || last < 0 ||
+                      last >= xs[i]))
       fail(spec, "slice out of range in dim " + std::to_string(i));
+  }
   std::vector<int64_t> xstr(r, 1);
   for (int64_t i = (int64_t)r - 2; i >= 0; --i)
     xstr[i] = xstr[i + 1] * xs[i + 1];
@@ -86,7 +94,7 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   for (int64_t i = (int64_t)r - 2; i >= 0; --i)
     ystr[i] = ystr[i + 1] * ys[i + 1];
   for (size_t i = 0; i < r; ++i) {
-    dstr[i] = sp[i] * xstr[i];
+    dstr[i] = (ys[i] > 1 ? sp[i] : 0) * xstr[i]; // |sp| < xs when it is used
     base[1] += (ys[i] > 0 ? st[i] : 0) * xstr[i];
   }
   loops::Walk walk(ys, {ystr, dstr}, base);

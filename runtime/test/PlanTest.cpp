@@ -452,6 +452,60 @@ TEST(Plan, FuzzNeverCrashes) {
   }
 }
 
+// Plans found fuzzing the loader (runtime/fuzz/PlanFuzzer.cpp), loaded with
+// the CPU kernels: each is refused with a one-line message. Before, the
+// window ones were signed overflows in the window geometry (ShapeRules.h,
+// undefined behaviour), slice_grad's range check overflowed too, and pad
+// allocated its 2^40-entry index map (8 TiB)
+// before comparing its result with the step's output shape.
+TEST(Plan, FuzzerRegressions) {
+  auto window = [](const std::string &kernel, const std::string &attrs) {
+    json h = json::parse(R"({
+      "format": "kiln-plan", "version": 1, "arena_bytes": 64,
+      "values": [
+        {"dtype": "f32", "shape": [1, 1, 4], "kind": "input", "index": 0},
+        {"dtype": "f32", "shape": [1, 1, 3], "kind": "input", "index": 1},
+        {"dtype": "f32", "shape": [1, 1, 4], "kind": "arena", "offset": 0}
+      ],
+      "inputs": [0, 1], "outputs": [2], "steps": []})");
+    json step = {{"kernel", kernel}, {"outputs", {2}}, {"loc", "/w"},
+                 {"attrs", json::parse(attrs)}};
+    step["inputs"] = kernel.find("conv") == 0 ? json::array({0, 1})
+                                               : json::array({0});
+    h["steps"].push_back(step);
+    std::string bytes = writePlanContainer(h.dump(), "");
+    std::string err;
+    EXPECT_FALSE(Program::load(bytes.data(), bytes.size(), err));
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    return err;
+  };
+  EXPECT_EQ(window("conv", R"({"strides": [1], "dilations": [4611686018427387904],
+                               "padding": [1, 1], "groups": 1})"),
+            "step 0 ('conv' at /w): kernel 'conv': window of spatial dim 0 "
+            "overflows 64-bit arithmetic (kernel 3, stride 1, dilation "
+            "4611686018427387904, pads 1 and 1)");
+  EXPECT_NE(window("conv", R"({"strides": [1], "dilations": [1], "groups": 1,
+                               "padding": [4611686018427387904, 4611686018427387904]})")
+                .find("overflows 64-bit arithmetic"),
+            std::string::npos);
+  EXPECT_NE(window("conv_transpose",
+                   R"({"strides": [4611686018427387904], "dilations": [1],
+                       "padding": [0, 0], "output_padding": [0], "groups": 1})")
+                .find("overflows 64-bit arithmetic"),
+            std::string::npos);
+  EXPECT_NE(window("max_pool", R"({"kernel": [4611686018427387903], "strides": [1],
+                                   "dilations": [4], "padding": [0, 0]})")
+                .find("overflows 64-bit arithmetic"),
+            std::string::npos);
+  EXPECT_EQ(window("slice_grad", R"({"starts": [0, 0, 0], "limits": [1, 1, 4],
+                                     "strides": [1, 1, 4611686018427387904]})"),
+            "step 0 ('slice_grad' at /w): kernel 'slice_grad': slice out of "
+            "range in dim 2");
+  EXPECT_EQ(window("pad", R"({"low": [0, 0, 1099511627776], "high": [0, 0, 0]})"),
+            "step 0 ('pad' at /w): kernel 'pad' result f32[1,1,4] should have "
+            "shape [1,1,1099511627780]");
+}
+
 // The schema (runtime/schema/plan-v1.schema.json) agrees with the loader on
 // what is required and on the dtype names, and accepts the test plan's shape.
 TEST(Plan, SchemaMatchesLoader) {

@@ -5,6 +5,7 @@
 // count_include_pad and ceil_pad in every float type against a direct
 // reference, hand-checked ONNX cases, and malformed specs.
 //===----------------------------------------------------------------------===//
+#include "PoolWindow.h"
 #include "TestUtil.h"
 
 #include <chrono>
@@ -225,6 +226,65 @@ TEST(Pool, EmptyAndMalformed) {
   bad = ok;
   bad.erase("strides");
   EXPECT_THROW(makeKernel("max_pool", x, y, bad), Error);
+}
+
+// The tap tables, computed in closed form, equal a walk over every tap; and
+// a window of 2^40 taps (found fuzzing the plan loader: the walk took hours)
+// builds at once.
+TEST(Pool, TapTablesAndHugeWindows) {
+  for (int64_t in = 0; in <= 6; ++in)
+    for (int64_t k = 1; k <= 4; ++k)
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t d = 1; d <= 3; ++d)
+          for (int64_t pl = 0; pl <= 3; ++pl)
+            for (int64_t ph = 0; ph <= 3; ++ph)
+              for (int64_t cp = 0; cp <= ph; ++cp) {
+                std::vector<int64_t> x{1, 1, in}, kk{k}, ss{s}, dd{d}, pp{pl, ph};
+                kiln::shape::WindowAttrs a;
+                a.kernel = kk;
+                a.strides = ss;
+                a.dilations = dd;
+                a.padding = pp;
+                kiln::shape::WindowGeometry g;
+                if (!kiln::shape::poolGeometry(x, a, g).empty())
+                  continue;
+                cpu::PoolTaps t(g, true, {cp});
+                const int i = 2;
+                for (int64_t o = 0; o < g.out[i]; ++o) {
+                  int64_t l = k, h = 0, counted = 0;
+                  for (int64_t tap = 0; tap < k; ++tap) {
+                    int64_t pos = o * s - pl + tap * d;
+                    if (pos >= 0 && pos < in) {
+                      l = std::min(l, tap);
+                      h = tap + 1;
+                    }
+                    counted += pos < in + ph - cp;
+                  }
+                  if (h <= l)
+                    l = h = 0;
+                  ASSERT_EQ(t.lo[i][o], l) << in << " " << k << " " << s << " " << d;
+                  ASSERT_EQ(t.hi[i][o], h) << in << " " << k << " " << s << " " << d;
+                  ASSERT_EQ(t.div[i][o], counted) << in << " " << k << " " << s;
+                }
+              }
+  const int64_t big = int64_t(1) << 40;
+  json attrs = {{"kernel", {big}}, {"strides", {big}}, {"dilations", {1}},
+                {"padding", {big, big}}, {"count_include_pad", true}};
+  auto start = std::chrono::steady_clock::now();
+  TensorDesc x{DType::F32, {1, 1, 4}}, y{DType::F32, {1, 1, 2}};
+  auto k = makeKernel("avg_pool", x, y, attrs);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  HostTensor xh(x), oh(y);
+  for (int i = 0; i < 4; ++i)
+    xh.as<float>()[i] = 1.0f;
+  const void *in[] = {xh.data()};
+  void *out[] = {oh.data()};
+  ExecContext ctx;
+  k->run(ctx, in, out);
+  // Window 0 covers [-2^40, 0): padding only; window 1 [0, 2^40): the four
+  // inputs, divided by the whole (counted) window.
+  EXPECT_EQ(oh.as<float>()[0], 0.0f);
+  EXPECT_FLOAT_EQ(oh.as<float>()[1], 4.0f / float(big));
 }
 
 // Throughput of a ResNet-stem max pool and a 2x2 average pool (run with

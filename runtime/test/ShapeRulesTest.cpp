@@ -235,6 +235,64 @@ TEST(ShapeRules, ConvGeometryErrors) {
             "pads must be >= 0");
 }
 
+// Found by the plan fuzzer (runtime/fuzz): attributes or kernel sizes near
+// 2^62 overflowed the window arithmetic (signed overflow, UB) before any
+// check could refuse them. Every product and sum is checked now.
+TEST(ShapeRules, WindowArithmeticOverflowIsRefused) {
+  const int64_t big = int64_t(1) << 62;
+  WindowAttrs a;
+  // IntSpan views: every array is a named vector that outlives its use.
+  Shape one{1}, four{4}, pad{1, 1}, noPad{0, 0}, bigOne{big}, bigPads{big, big},
+      zero{0};
+  a.strides = one;
+  a.dilations = bigOne; // dilation * (k - 1) + 1
+  a.padding = pad;
+  WindowGeometry g;
+  EXPECT_EQ(convGeometry(Shape{1, 1, 4}, Shape{1, 1, 3}, a, false, g),
+            "window of spatial dim 0 overflows 64-bit arithmetic (kernel 3, "
+            "stride 1, dilation 4611686018427387904, pads 1 and 1)");
+  a.dilations = one;
+  a.padding = bigPads; // in + padLo + padHi
+  EXPECT_EQ(convGeometry(Shape{1, 1, 4}, Shape{1, 1, 3}, a, false, g).rfind(
+                "window of spatial dim 0 overflows 64-bit arithmetic", 0),
+            0u);
+  a.padding = noPad;
+  a.strides = bigOne; // stride * (in - 1)
+  a.outputPadding = zero;
+  EXPECT_EQ(convGeometry(Shape{1, 1, 4}, Shape{1, 1, 3}, a, true, g).rfind(
+                "window of spatial dim 0 overflows 64-bit arithmetic", 0),
+            0u);
+  a.strides = one;
+  a.groups = big; // output channels = weight[1] * groups, with 0 inputs
+  EXPECT_EQ(convGeometry(Shape{1, 0, 4}, Shape{0, 4, 3}, a, true, g),
+            "output channels overflow: 4 x 4611686018427387904 groups");
+  a.groups = 1;
+  // Pooling: a huge window, and windows whose product overflows.
+  a.kernel = bigOne;
+  a.strides = one;
+  a.dilations = four;
+  a.padding = noPad;
+  EXPECT_EQ(poolGeometry(Shape{1, 1, 4}, a, g).rfind(
+                "window of spatial dim 0 overflows 64-bit arithmetic", 0),
+            0u);
+  Shape k3{int64_t(1) << 32, int64_t(1) << 32, int64_t(1) << 32}, s3{1, 1, 1},
+      p3(6, int64_t(1) << 31);
+  a.kernel = k3;
+  a.strides = s3;
+  a.dilations = s3;
+  a.padding = p3;
+  EXPECT_EQ(poolGeometry(Shape{1, 1, 1, 1, 1}, a, g),
+            "the window's sizes overflow 64-bit arithmetic");
+  // Large but representable windows still pass.
+  Shape k1{int64_t(1) << 40}, p1{int64_t(1) << 40, 0};
+  a.kernel = k1;
+  a.strides = one;
+  a.dilations = one;
+  a.padding = p1;
+  EXPECT_EQ(poolGeometry(Shape{1, 1, 4}, a, g), "");
+  EXPECT_EQ(g.out[2], 5);
+}
+
 TEST(ShapeRules, PoolGeometry) {
   WindowAttrs a;
   Shape k{3}, s{2}, d{1}, p{1, 1};

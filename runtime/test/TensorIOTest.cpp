@@ -383,6 +383,28 @@ TEST(TensorIO, SafetensorsRoundTrip) {
   std::remove(path.c_str());
 }
 
+// readSafetensorsBytes reads the same format from memory (the npy fuzzer's
+// entry point); messages start with the name it is given.
+TEST(TensorIO, SafetensorsFromMemory) {
+  std::string header = R"({"a": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = (char)((header.size() >> (8 * i)) & 0xff);
+  int32_t v[2] = {7, -3};
+  bytes += header + std::string(reinterpret_cast<const char *>(v), 8);
+  std::vector<std::pair<std::string, HostTensor>> out;
+  std::string err;
+  ASSERT_TRUE(readSafetensorsBytes(bytes.data(), bytes.size(), "mem", out, err))
+      << err;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].first, "a");
+  EXPECT_EQ(out[0].second.as<int32_t>()[1], -3);
+  EXPECT_FALSE(readSafetensorsBytes(bytes.data(), bytes.size() - 1, "mem", out, err));
+  EXPECT_EQ(err, "mem: tensor 'a': data [0, 8) runs past the 7-byte data section");
+  EXPECT_FALSE(readSafetensorsBytes(bytes.data(), 3, "mem", out, err));
+  EXPECT_EQ(err, "mem: truncated header");
+}
+
 TEST(TensorIO, SafetensorsErrors) {
   std::string path = tmp("bad.safetensors"), err;
   auto file = [&](const std::string &header, const std::string &payload) {

@@ -165,6 +165,10 @@ bool writeNpy(const std::string &path, const HostTensor &t,
 bool readSafetensors(const std::string &path,
                      std::vector<std::pair<std::string, HostTensor>> &out,
                      std::string &err) noexcept;
+/// As above, from memory; `name` is used in messages.
+bool readSafetensorsBytes(const void *data, size_t size, const std::string &name,
+                          std::vector<std::pair<std::string, HostTensor>> &out,
+                          std::string &err) noexcept;
 /// Atomic like writeNpy; tensors are stored in the given order.
 bool writeSafetensors(const std::string &path,
                       const std::vector<std::pair<std::string, const HostTensor *>> &tensors,

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,48 @@ private:
 };
 
 namespace detail {
+/// Whether the window arithmetic of one spatial dim stays inside int64_t:
+/// windowSpan, and windowOutputSize's padded size or transposedOutputSize's
+/// every step. The operands are checked already (in >= 0, k, s, d >= 1,
+/// pads and op >= 0) but may come from a hostile plan or model.
+inline bool windowFits(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pl,
+                       int64_t ph, int64_t op, bool transposed) {
+  int64_t span, t;
+  if (__builtin_mul_overflow(d, k - 1, &span) ||
+      __builtin_add_overflow(span, 1, &span))
+    return false;
+  if (!transposed)
+    return !__builtin_add_overflow(in, pl, &t) &&
+           !__builtin_add_overflow(t, ph, &t);
+  return !__builtin_mul_overflow(s, in - 1, &t) &&
+         !__builtin_add_overflow(t, op, &t) &&
+         !__builtin_add_overflow(t, span, &t) &&
+         !__builtin_sub_overflow(t, pl, &t) &&
+         !__builtin_sub_overflow(t, ph, &t);
+}
+
+/// Whether the product of `dims` fits in int64_t (all >= 0).
+inline bool productFits(std::initializer_list<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t v : dims)
+    if (__builtin_mul_overflow(p, v, &p))
+      return false;
+  return true;
+}
+
+/// After the spatial dims are set: the sizes kernels multiply (input,
+/// output and window elements, and the work of a whole op: batch x output
+/// channels x outputs x `perOutput` (a convolution's input channels per
+/// group, 1 for pooling) x window) fit in int64_t.
+inline std::string checkWindowWork(const WindowGeometry &g, int64_t perOutput) {
+  const auto &i = g.in, &o = g.out, &k = g.k;
+  if (!productFits({i[0], i[1], i[2]}) || !productFits({o[0], o[1], o[2]}) ||
+      !productFits({k[0], k[1], k[2]}) ||
+      !productFits({g.n, g.o, o[0], o[1], o[2], perOutput, k[0], k[1], k[2]}))
+    return "the window's sizes overflow 64-bit arithmetic";
+  return {};
+}
+
 /// Fills the spatial attributes of `g` (nsp already set) from `a`, checked.
 inline std::string setWindow(WindowGeometry &g, const WindowAttrs &a) {
   size_t nsp = g.nsp;
@@ -337,7 +380,9 @@ inline std::string convGeometry(IntSpan input, IntSpan weight,
     if (g.groups < 1 || weight[0] != g.c || g.c % g.groups)
       return "channels do not match: input has " + std::to_string(g.c) +
              ", weight has " + std::to_string(weight[0]);
-    g.o = weight[1] * g.groups;
+    if (__builtin_mul_overflow(weight[1], g.groups, &g.o))
+      return "output channels overflow: " + std::to_string(weight[1]) +
+             " x " + std::to_string(g.groups) + " groups";
   } else {
     g.o = weight[0];
     if (g.groups < 1 || g.c % g.groups || g.o % g.groups ||
@@ -352,6 +397,13 @@ inline std::string convGeometry(IntSpan input, IntSpan weight,
     g.k[j] = weight[i + 2];
     if (g.k[j] < 1)
       return "empty kernel in " + shapeStr(weight);
+    if (!detail::windowFits(g.in[j], g.k[j], g.s[j], g.d[j], g.pl[j], g.ph[j],
+                            transposed ? a.outputPadding[i] : 0, transposed))
+      return "window of spatial dim " + std::to_string(i) +
+             " overflows 64-bit arithmetic (kernel " + std::to_string(g.k[j]) +
+             ", stride " + std::to_string(g.s[j]) + ", dilation " +
+             std::to_string(g.d[j]) + ", pads " + std::to_string(g.pl[j]) +
+             " and " + std::to_string(g.ph[j]) + ")";
     if (transposed) {
       g.op[j] = a.outputPadding[i];
       g.out[j] = transposedOutputSize(g.in[j], g.k[j], g.s[j], g.d[j], g.pl[j],
@@ -364,7 +416,7 @@ inline std::string convGeometry(IntSpan input, IntSpan weight,
         return "kernel larger than padded input in spatial dim " + std::to_string(i);
     }
   }
-  return {};
+  return detail::checkWindowWork(g, g.cpg());
 }
 
 /// The geometry of kiln.max_pool / kiln.avg_pool over `input` [N, C, D...].
@@ -394,11 +446,17 @@ inline std::string poolGeometry(IntSpan input, const WindowAttrs &a,
       return "kernel sizes must be >= 1";
     g.in[j] = input[i + 2];
     g.k[j] = a.kernel[i];
+    if (!detail::windowFits(g.in[j], g.k[j], g.s[j], g.d[j], g.pl[j], g.ph[j],
+                            0, false))
+      return "window of spatial dim " + std::to_string(i) +
+             " overflows 64-bit arithmetic (kernel " + std::to_string(g.k[j]) +
+             ", dilation " + std::to_string(g.d[j]) + ", pads " +
+             std::to_string(g.pl[j]) + " and " + std::to_string(g.ph[j]) + ")";
     g.out[j] = windowOutputSize(g.in[j], g.k[j], g.s[j], g.d[j], g.pl[j], g.ph[j]);
     if (g.out[j] < 1)
       return "window larger than padded input in spatial dim " + std::to_string(i);
   }
-  return {};
+  return detail::checkWindowWork(g, 1);
 }
 
 } // namespace kiln::shape
