@@ -18,7 +18,7 @@
 #     uninterrupted run's losses;
 #   - a run on the wrong number of ranks, and one whose ranks cannot read
 #     their data, end with one line and a failing exit status, without a
-#     hang.
+#     hang; a rank SIGKILLed mid-run ends the job, and mpirun names it.
 #
 # Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
 import argparse
@@ -191,6 +191,20 @@ def main():
     r = run(two, 2, bad + ["--steps", "2"], timeout=60)
     check(r.returncode != 0 and "missing.npy: No such file or directory" in r.stderr,
           "ranks that cannot read their data end the job at once", r.stderr[-300:])
+
+    # A rank SIGKILLed mid-run: the launcher ends the job and names it; the
+    # other rank does not wait for it.
+    script = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 2; kill -9 $$) & fi; '
+              'exec "$@"')
+    t0 = __import__("time").time()
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", "sh", "-c", script, "sh",
+                        two] + data + ["--steps", "1000000", "--log-every", "0",
+                                       "--threads", "1"],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    took = __import__("time").time() - t0
+    check(r.returncode != 0 and "rank 1" in r.stderr and "signal 9" in r.stderr and took < 60,
+          "a rank killed mid-run ends the job, named, without a hang (%.0f s)" % took,
+          r.stderr[-400:])
 
     print("%d failed" % len(FAILED))
     return 1 if FAILED else 0

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+# Data-parallel step time (issue 14): one global batch trained three ways,
+# each process single-threaded:
+#   - Kiln on 1 rank;
+#   - Kiln at dp=2 (mpirun -np 2, --mesh dp=2);
+#   - PyTorch DDP (torch.distributed, gloo, 2 processes, bucket 25 MB).
+# Two ratios follow:
+#   - the speed-up, Kiln 1-rank time over Kiln dp=2 time (target >= 1.8 on
+#     the GEMM-bound MLP);
+#   - Kiln dp=2 time over DDP's (target <= 0.6).
+#
+#   /usr/bin/python3 bench/data_parallel.py [--bin build/bin] [--steps 40]
+#       [--models mlp_wide,gpt]
+#
+# Kiln's time is rank 0's median step_ms (--metrics); DDP's is rank 0's
+# median of forward + backward (with its overlapped all-reduce) +
+# optimizer.step. The first 10 steps are warm-up. Adam, cross-entropy.
+# mlp_wide: 784-2048-2048-10 at global batch 256; gpt: test/Models' decoder,
+# dropout 0, global batch 128.
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import train as tb  # noqa: E402  (bench/train.py's models and data)
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS="1")
+
+
+def ddp_worker(rank, world, name, batch, steps, port, out):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    m, x, y, _ = tb.model_and_data(name, batch, batch * steps)
+    m.train()
+    ddp = torch.nn.parallel.DistributedDataParallel(m)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    per = batch // world
+    times = []
+    for s in range(steps):
+        lo = s * batch + rank * per
+        dist.barrier()
+        t = time.perf_counter()
+        logits = ddp(xt[lo:lo + per])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               yt[lo:lo + per].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t) * 1e3)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(times, f)
+    dist.destroy_process_group()
+
+
+def kiln_ms(a, work, name, batch, steps, dp):
+    torch.manual_seed(0)
+    m, x, y, in_name = tb.model_and_data(name, batch, batch * steps)
+    m.train()
+    onnx_path = os.path.join(work, name + ".onnx")
+    torch.onnx.export(m, (torch.from_numpy(x[:batch]),), onnx_path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=[in_name],
+                      output_names=["logits"],
+                      dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
+    np.save(os.path.join(work, "x.npy"), x)
+    np.save(os.path.join(work, "y.npy"), y)
+    exe = os.path.join(work, "%s-%d.train" % (name, dp))
+    mesh = ["--mesh", "dp=%d" % dp] if dp > 1 else []
+    subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
+                    "--batch-size", str(batch), "--loss", "cross-entropy",
+                    "--optimizer", "adam", "--lr", "0.001"] + mesh,
+                   check=True, capture_output=True)
+    met = os.path.join(work, "%s-%d.jsonl" % (name, dp))
+    cmd = ([] if dp == 1 else ["mpirun", "--oversubscribe", "-np", str(dp)]) + [
+        exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
+        "--data", "labels=" + os.path.join(work, "y.npy"), "--steps", str(steps),
+        "--metrics", met, "--log-every", "0", "--threads", "1", "--no-shuffle"]
+    subprocess.run(cmd, check=True, capture_output=True, env=ENV)
+    return float(np.median([json.loads(l)["step_ms"] for l in open(met)][10:]))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bin"))
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--models", default="mlp_wide,gpt")
+    a = p.parse_args()
+    work = tempfile.mkdtemp(prefix="kiln-bench-dp-")
+    print("%-9s %6s %10s %10s %10s %9s %9s" % ("model", "batch", "kiln 1", "kiln dp=2",
+                                               "ddp dp=2", "speed-up", "kiln/ddp"))
+    for i, name in enumerate(a.models.split(",")):
+        batch = 256 if name == "mlp_wide" else 128
+        one = kiln_ms(a, work, name, batch, a.steps, 1)
+        two = kiln_ms(a, work, name, batch, a.steps, 2)
+        out = os.path.join(work, name + "-ddp.json")
+        mp.spawn(ddp_worker, args=(2, name, batch, a.steps, 29500 + i, out), nprocs=2)
+        ddp = float(np.median(json.load(open(out))[10:]))
+        print("%-9s %6d %10.2f %10.2f %10.2f %9.2f %9.2f" %
+              (name, batch, one, two, ddp, one / two, two / ddp), flush=True)
+
+
+if __name__ == "__main__":
+    main()
