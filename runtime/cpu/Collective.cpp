@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // `all_reduce` (KRTKernels.td): the output is the input's sum, max, min or
-// average over the ranks of mesh axis `axis`, reduced by the program's
-// Collectives (ExecContext::collectives; kiln-train installs one over
-// runtime/comm). Without one the program is a single rank: a copy.
+// average over the ranks of mesh axis `axis`; `mesh_broadcast`: rank `root`'s
+// input. Both run on the program's Collectives (ExecContext::collectives;
+// kiln-train installs one over runtime/comm). Without one the program is a
+// single rank: a copy.
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
@@ -60,10 +61,31 @@ std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
   });
 }
 
+std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
+  const TensorDesc &d = *spec.inputs[0];
+  std::string axis = spec.attrs.getString("axis", "");
+  int64_t root = spec.attrs.getInt("root", 0);
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  if (root < 0 || root > (1 << 20))
+    fail(spec, "root " + std::to_string(root) + " is out of range");
+  const size_t bytes = d.bytes(), n = (size_t)d.numel();
+  const DType dtype = d.dtype;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    if (in[0] != out[0])
+      std::memmove(out[0], in[0], bytes);
+    if (ctx.collectives)
+      ctx.collectives->broadcast(axis, out[0], n, dtype, (int)root);
+  });
+}
+
 } // namespace
 
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", makeAllReduce);
+  r.add("mesh_broadcast", makeBroadcast);
 }
 
 } // namespace kiln::rt::cpu

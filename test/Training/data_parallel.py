@@ -10,7 +10,10 @@
 #   - an MLP (Adam, shuffled);
 #   - a GPT decoder with dropout 0.1 (momentum, gradient clipping): each rank
 #     draws the masks of its rows of the global batch;
-#   - both at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
+#   - a CNN with BatchNorm at dp=2 against PyTorch DDP (gloo), whose
+#     semantics it follows: per-rank batch statistics, rank 0's running
+#     statistics;
+#   - the MLP and the GPT at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
 #     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
 #     all-reduce crosses nodes).
 # Also:
@@ -32,6 +35,9 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
@@ -52,16 +58,25 @@ def check(ok, what, detail=""):
         FAILED.append(what)
 
 
-def export(work, name):
+def make_model(name):
     torch.manual_seed(0)
+    return em.CNN() if name == "cnn" else em.MLP() if name == "mlp" else em.GPT(dropout=0.1)
+
+
+def export(work, name):
     g = np.random.default_rng(5)
-    if name == "mlp":
-        model, in_name = em.MLP(), "x"
+    if name == "cnn":
+        model, in_name = make_model(name), "x"
+        x = g.standard_normal((SAMPLES, 1, 28, 28)).astype(np.float32)
+        y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
+        flags = ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.05"]
+    elif name == "mlp":
+        model, in_name = make_model(name), "x"
         x = g.standard_normal((SAMPLES, 784)).astype(np.float32)
         y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
         flags = ["--optimizer", "adam", "--lr", "0.003"]
     else:
-        model, in_name = em.GPT(dropout=0.1), "idx"
+        model, in_name = make_model(name), "idx"
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         flags = ["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "1.0"]
@@ -122,6 +137,47 @@ def close_weights(a, b):
     return worst <= 1e-5, "worst weight difference %.2e" % worst
 
 
+def ddp_worker(rank, world, work, port):
+    """PyTorch DDP (gloo) on the CNN: rank r trains on its slice of each
+    global batch in file order; writes the mean loss per step and, on rank
+    0, the final state (parameters and BatchNorm buffers)."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model = make_model("cnn")
+    # The start Kiln trains from: the exported model's initializers (the
+    # export's traced forward has already moved BatchNorm's running stats).
+    init = {t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load(os.path.join(work, "cnn.onnx")).graph.initializer}
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            if k in init:
+                v.copy_(torch.from_numpy(init[k].copy()))
+    model.train()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)  # broadcast_buffers
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    x = torch.from_numpy(np.load(os.path.join(work, "cnn_x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(work, "cnn_y.npy")))
+    per, spe = BATCH // world, SAMPLES // BATCH
+    out = []
+    for s in range(STEPS):
+        lo = (s % spe) * BATCH + rank * per
+        loss = F.cross_entropy(ddp(x[lo:lo + per]), y[lo:lo + per])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        out.append(float(mean) / world)
+    if rank == 0:
+        torch.save({"losses": out,
+                    "state": {k: v.detach().numpy().copy()
+                              for k, v in model.state_dict().items()}},
+                   os.path.join(work, "cnn-ddp.pt"))
+    dist.destroy_process_group()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -155,6 +211,39 @@ def main():
             check(ok, "%s: %d step losses match the 1-rank run (%s)" % (tag, STEPS, why))
             ok, why = close_weights(ref_w, weights(out))
             check(ok, "%s: final weights match the 1-rank run (%s)" % (tag, why))
+
+    # BatchNorm: each rank normalizes by its own batch's statistics and keeps
+    # rank 0's running statistics, as PyTorch DDP does; DDP (gloo) is the
+    # oracle, to parity.test's bounds (float32 kernels of two libraries).
+    onnx_path, flags, data = export(w, "cnn")
+    exe = compile_exe(args, onnx_path, os.path.join(w, "cnn-2.train"), flags, 2)
+    met, out = os.path.join(w, "cnn-2.jsonl"), os.path.join(w, "cnn-2.onnx")
+    r = run(exe, 2, data + ["--steps", str(STEPS), "--no-shuffle", "--log-every", "0",
+                            "--metrics", met, "--export-onnx", out])
+    if r.returncode != 0:
+        check(False, "cnn dp=2: exit %d" % r.returncode, r.stderr.strip()[-400:])
+    else:
+        mp.spawn(ddp_worker, args=(2, w, 29400 + os.getpid() % 500), nprocs=2)
+        ref = torch.load(os.path.join(w, "cnn-ddp.pt"))
+        got = losses(met)
+        rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(got, ref["losses"]))
+        check(len(got) == STEPS and rel <= 1e-4,
+              "cnn (BatchNorm) dp=2: %d step losses match PyTorch DDP (worst relative "
+              "difference %.1e)" % (STEPS, rel))
+        kw = weights(out)
+        worst, compared = 0.0, 0
+        for k, v in ref["state"].items():
+            if k in kw and v.dtype == np.float32:
+                # Relative to the tensor's scale, or to 0.1 for a tensor
+                # below it (the BatchNorm biases start at 0 and move by
+                # gradients whose round-off differs between the libraries).
+                scale = max(float(np.max(np.abs(v))), 0.1)
+                worst = max(worst, float(np.max(np.abs(kw[k] - v))) / scale)
+                compared += 1
+        check(compared == 14 and worst <= 1e-3,
+              "cnn (BatchNorm) dp=2: %d final tensors (parameters, rank 0's running "
+              "statistics) match PyTorch DDP (worst %.1e of the tensor's scale, at least 0.1)"
+              % (compared, worst))
 
     # Checkpoints across meshes: dp=2 writes at step 8; 1 rank and dp=4 resume.
     onnx_path, flags, data = export(w, "mlp")

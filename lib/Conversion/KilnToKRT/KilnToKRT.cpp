@@ -5,10 +5,11 @@
 // kernel of the same name on buffers. The walk is generic: an op's kernel
 // name is its mnemonic, its params are its attributes, and whether it may run
 // in place is its InPlaceElementwise trait, so a new kiln op needs no change
-// here, only a runtime kernel. The one other op lowered is upstream's
-// `shard.all_reduce` (--kiln-data-parallel), which becomes a launch of the
-// `all_reduce` kernel naming its reduction and its mesh axis by name
-// (KRTKernels.td); the runtime runs it on the executable's communicator.
+// here, only a runtime kernel. The other ops lowered are upstream's
+// `shard.all_reduce` and `shard.broadcast` (--kiln-data-parallel), which
+// become launches of the `all_reduce` and `mesh_broadcast` kernels naming their
+// reduction or root and their mesh axis by name (KRTKernels.td); the runtime
+// runs them on the executable's communicator.
 //===----------------------------------------------------------------------===//
 #include "kiln/Conversion/Passes.h"
 
@@ -45,51 +46,65 @@ struct KilnLowerToRuntimePass
 
   LogicalResult lower(func::FuncOp func);
   LogicalResult checkTypes(Operation *op);
-  /// The `all_reduce` kernel's params of `op`: {reduction, axis}, the axis
-  /// named by its grid's kiln.axis_names.
-  FailureOr<DictionaryAttr> collectiveParams(shard::AllReduceOp op);
+  /// The params of the kernel a shard collective becomes: all_reduce
+  /// {reduction, axis} or broadcast {root, axis}, the axis named by its
+  /// grid's kiln.axis_names.
+  FailureOr<DictionaryAttr> collectiveParams(Operation *op);
   LogicalResult writeUpdates(func::FuncOp func);
 };
 
 FailureOr<DictionaryAttr>
-KilnLowerToRuntimePass::collectiveParams(shard::AllReduceOp op) {
-  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-      op, op.getGridAttr());
+KilnLowerToRuntimePass::collectiveParams(Operation *op) {
+  auto ar = dyn_cast<shard::AllReduceOp>(op);
+  auto bc = dyn_cast<shard::BroadcastOp>(op);
+  FlatSymbolRefAttr gridRef = ar ? ar.getGridAttr() : bc.getGridAttr();
+  ArrayRef<int16_t> axes = ar ? ar.getGridAxes() : bc.getGridAxes();
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
   if (!grid)
-    return op.emitOpError() << "names the grid " << op.getGridAttr()
-                            << ", which the module does not declare";
+    return op->emitOpError() << "names the grid " << gridRef
+                             << ", which the module does not declare";
   auto names = grid->getAttrOfType<ArrayAttr>(
       kiln::KilnDialect::getAxisNamesAttrName());
   if (!names)
     return grid.emitOpError()
            << "has no " << kiln::KilnDialect::getAxisNamesAttrName()
            << ": the runtime finds a collective's group by its axis name";
-  ArrayRef<int16_t> axes = op.getGridAxes();
   if (axes.size() != 1 || axes[0] < 0 || (size_t)axes[0] >= names.size())
-    return op.emitOpError() << "cannot be lowered to the runtime: it reduces "
-                               "over one grid axis only for now";
-  if (op.getInput().getType() != op.getType())
-    return op.emitOpError() << "cannot be lowered to the runtime: the result "
-                               "type must be the input's";
+    return op->emitOpError() << "cannot be lowered to the runtime: it works "
+                                "over one grid axis only for now";
+  if (op->getOperand(0).getType() != op->getResult(0).getType())
+    return op->emitOpError() << "cannot be lowered to the runtime: the result "
+                                "type must be the input's";
+  Builder b(op->getContext());
+  NamedAttribute axis = b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]]));
+  if (bc) {
+    if (bc.getRoot().size() != 1 || !bc.getRootDynamic().empty())
+      return op->emitOpError() << "cannot be lowered to the runtime: the root "
+                                  "must be one static index";
+    int64_t root = bc.getRoot()[0];
+    if (root < 0 || root >= grid.getShape()[axes[0]])
+      return op->emitOpError() << "root " << root << " is not a rank of axis '"
+                               << cast<StringAttr>(names[axes[0]]).getValue()
+                               << "'";
+    return b.getDictionaryAttr({axis, b.getNamedAttr("root", b.getI64IntegerAttr(root))});
+  }
   StringRef reduction;
-  switch (op.getReduction()) {
+  switch (ar.getReduction()) {
   case shard::ReductionKind::Sum: reduction = "sum"; break;
   case shard::ReductionKind::Max: reduction = "max"; break;
   case shard::ReductionKind::Min: reduction = "min"; break;
   case shard::ReductionKind::Average: reduction = "average"; break;
   default:
-    return op.emitOpError() << "cannot be lowered to the runtime: reduction "
-                            << shard::stringifyReductionKind(op.getReduction())
-                            << " has no kernel (sum, max, min, average)";
+    return op->emitOpError() << "cannot be lowered to the runtime: reduction "
+                             << shard::stringifyReductionKind(ar.getReduction())
+                             << " has no kernel (sum, max, min, average)";
   }
   if (reduction == "average" &&
-      !isa<FloatType>(cast<ShapedType>(op.getType()).getElementType()))
-    return op.emitOpError() << "cannot be lowered to the runtime: an average "
-                               "needs floating-point values";
-  Builder b(op.getContext());
+      !isa<FloatType>(cast<ShapedType>(ar.getType()).getElementType()))
+    return op->emitOpError() << "cannot be lowered to the runtime: an average "
+                                "needs floating-point values";
   return b.getDictionaryAttr(
-      {b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]])),
-       b.getNamedAttr("reduction", b.getStringAttr(reduction))});
+      {axis, b.getNamedAttr("reduction", b.getStringAttr(reduction))});
 }
 
 /// Results tagged `kiln.update = <argument>` (training: new parameter and
@@ -189,8 +204,8 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
-    if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
-      if (failed(collectiveParams(ar)))
+    if (isa<shard::AllReduceOp, shard::BroadcastOp>(op)) {
+      if (failed(collectiveParams(&op)))
         return failure();
       continue;
     }
@@ -243,14 +258,15 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       continue;
     }
 
-    if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
-      auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(ar.getType()),
+    if (isa<shard::AllReduceOp, shard::BroadcastOp>(op)) {
+      Value in = op.getOperand(0), out = op.getResult(0);
+      auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(out.getType()),
                                               IntegerAttr());
-      map.map(ar.getResult(), alloc.getResult());
+      map.map(out, alloc.getResult());
       kiln::krt::LaunchOp::create(
-          b, loc, "all_reduce", ValueRange{map.lookupOrDefault(ar.getInput())},
-          ValueRange{alloc.getResult()}, *collectiveParams(ar),
-          /*inPlace=*/false, /*stream=*/0);
+          b, loc, isa<shard::AllReduceOp>(op) ? "all_reduce" : "mesh_broadcast",
+          ValueRange{map.lookupOrDefault(in)}, ValueRange{alloc.getResult()},
+          *collectiveParams(&op), /*inPlace=*/false, /*stream=*/0);
       ++numLaunches;
       continue;
     }

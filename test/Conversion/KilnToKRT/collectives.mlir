@@ -10,14 +10,27 @@
 // CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[A]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "average"}}
 // CHECK: %[[M:.*]] = krt.alloc : memref<4x2xf32>
 // CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[M]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "max"}}
-// CHECK: return %[[A]], %[[M]]
+// CHECK: %[[B:.*]] = krt.alloc : memref<4x2xf32>
+// CHECK: krt.launch "mesh_broadcast" ins(%[[G]] : memref<4x2xf32>) outs(%[[B]] : memref<4x2xf32>) {params = {axis = "dp", root = 1 : i64}}
+// CHECK: return %[[A]], %[[M]], %[[B]]
 shard.grid @kiln_mesh(shape = 2) {kiln.axis_names = ["dp"]}
 func.func @grads(%w: tensor<4x2xf32> {kiln.param, onnx.name = "w"})
-    -> (tensor<4x2xf32> {onnx.name = "g"}, tensor<4x2xf32> {onnx.name = "m"}) {
+    -> (tensor<4x2xf32> {onnx.name = "g"}, tensor<4x2xf32> {onnx.name = "m"}, tensor<4x2xf32> {onnx.name = "b"}) {
   %g = kiln.mul %w, %w : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
   %a = shard.all_reduce %g on @kiln_mesh grid_axes = [0] reduction = average : tensor<4x2xf32> -> tensor<4x2xf32>
   %m = shard.all_reduce %g on @kiln_mesh grid_axes = [0] reduction = max : tensor<4x2xf32> -> tensor<4x2xf32>
-  return %a, %m : tensor<4x2xf32>, tensor<4x2xf32>
+  %b = shard.broadcast %g on @kiln_mesh grid_axes = [0] root = [1] : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %a, %m, %b : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @bad_root(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
+  // The shard verifier already refuses it.
+  // expected-error @+1 {{Out of bounds coordinate 0 for in-group device "root". Got 2, but expected value in the range [0, 1].}}
+  %b = shard.broadcast %w on @mesh grid_axes = [0] root = [2] : (tensor<4xf32>) -> tensor<4xf32>
+  return %b : tensor<4xf32>
 }
 
 // -----
@@ -34,7 +47,7 @@ func.func @unnamed(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4
 
 shard.grid @mesh(shape = 2x2) {kiln.axis_names = ["dp", "tp"]}
 func.func @two_axes(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
-  // expected-error @+1 {{cannot be lowered to the runtime: it reduces over one grid axis only for now}}
+  // expected-error @+1 {{cannot be lowered to the runtime: it works over one grid axis only for now}}
   %a = shard.all_reduce %w on @mesh grid_axes = [0, 1] reduction = sum : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Averages @train_step's gradients and loss over the ranks of the dp mesh
-// axis with upstream `shard.all_reduce` (Passes.td has the contract). The
+// axis with upstream `shard.all_reduce`, and makes rank 0's state updates
+// every rank's with `shard.broadcast` (Passes.td has the contract). The
 // collective is lowered to the runtime's `all_reduce` kernel, which runs it
 // on the executable's communicator (runtime/comm).
 //===----------------------------------------------------------------------===//
@@ -52,8 +53,7 @@ LogicalResult DataParallelPass::apply(ModuleOp m, func::FuncOp f) {
   f.getAllResultAttrs(resAttrs);
 
   // What is averaged: the gradients and the loss.
-  SmallVector<unsigned> averaged;
-  std::optional<unsigned> stateUpdate;
+  SmallVector<unsigned> averaged, broadcast;
   bool sawGradient = false;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     DictionaryAttr a = resAttrs[i];
@@ -62,21 +62,14 @@ LogicalResult DataParallelPass::apply(ModuleOp m, func::FuncOp f) {
       sawGradient = true;
     } else if (a && a.get(kiln::KilnDialect::getLossAttrName())) {
       averaged.push_back(i);
-    } else if (a && a.get(kiln::KilnDialect::getUpdateAttrName()) &&
-               !stateUpdate) {
-      stateUpdate = i;
+    } else if (a && a.get(kiln::KilnDialect::getUpdateAttrName())) {
+      broadcast.push_back(i);
     }
   }
   if (!sawGradient)
     return f.emitOpError()
            << "has no gradient results (kiln.grad_of): run --kiln-autodiff "
               "first, and --kiln-data-parallel before --kiln-attach-optimizer";
-  if (stateUpdate)
-    return f.emitOpError()
-           << "result #" << *stateUpdate
-           << " updates state (BatchNorm's running statistics); data "
-              "parallelism does not support per-rank or synchronized "
-              "statistics yet";
 
   // The mesh: one axis, dp.
   StringRef meshName = "kiln_mesh";
@@ -103,6 +96,17 @@ LogicalResult DataParallelPass::apply(ModuleOp m, func::FuncOp f) {
         b, loc, v, meshName, ArrayRef<shard::GridAxis>{0},
         shard::ReductionKind::Average);
     ret.setOperand(i, all.getResult());
+  }
+  // State (BatchNorm's running statistics) is updated from each rank's own
+  // batch; rank 0's update is every rank's, as PyTorch DDP's buffer
+  // broadcast makes it.
+  for (unsigned i : broadcast) {
+    Value v = ret.getOperand(i);
+    auto b0 = shard::BroadcastOp::create(
+        b, v.getLoc(), v.getType(), FlatSymbolRefAttr::get(ctx, meshName),
+        b.getDenseI16ArrayAttr({0}), v, b.getDenseI64ArrayAttr({0}),
+        ValueRange{});
+    ret.setOperand(i, b0.getResult());
   }
   return success();
 }

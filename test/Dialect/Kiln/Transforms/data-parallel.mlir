@@ -27,8 +27,13 @@ func.func @train_step(%w: tensor<4x2xf32> {kiln.param, kiln.role = "weight", onn
 
 // -----
 
-// State updates (BatchNorm's running statistics) are refused for now.
-// expected-error @below {{result #2 updates state (BatchNorm's running statistics); data parallelism does not support per-rank or synchronized statistics yet}}
+// State updates (BatchNorm's running statistics) come from rank 0, as
+// PyTorch DDP's buffer broadcast makes them.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[AS:.*]] = shard.all_reduce %{{.*}} on @kiln_mesh grid_axes = [0] reduction = average : tensor<f32>
+// CHECK: %[[AG:.*]] = shard.all_reduce %{{.*}} on @kiln_mesh grid_axes = [0] reduction = average : tensor<4xf32>
+// CHECK: %[[M:.*]] = shard.broadcast %{{.*}} on @kiln_mesh grid_axes = [0] root = [0] : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return %[[AS]], %[[AG]], %[[M]]
 func.func @train_step(%w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"},
                       %m: tensor<4xf32> {kiln.param, kiln.role = "state", onnx.name = "m"})
     -> (tensor<f32> {kiln.loss, onnx.name = "loss"}, tensor<4xf32> {kiln.grad_of = 0 : i64},

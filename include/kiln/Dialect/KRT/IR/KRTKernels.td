@@ -47,6 +47,14 @@ def KRT_AllReduceKernel : KRT_Kernel<"all_reduce"> {
   let results = (outs AnyType:$output);
 }
 
+def KRT_MeshBroadcastKernel : KRT_Kernel<"mesh_broadcast"> {
+  let summary = "rank `root`'s input, in the output of every rank of the "
+                "mesh axis `axis`; --kiln-lower-to-runtime lowers "
+                "shard.broadcast to it (one rank: a copy)";
+  let arguments = (ins AnyType:$input, I64Attr:$root, StrAttr:$axis);
+  let results = (outs AnyType:$output);
+}
+
 /// `kiln` ops --kiln-lower-to-runtime turns into something other than a
 /// launch, so no plan step names them (they stay in the manifest, marked
 /// not launched: the plan writer refuses a launch of one).

@@ -109,10 +109,12 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
     reduction = <average>`. The 1-rank run with the same global batch then
     computes the same loss and update, up to the summation order.
 
-    With `dp` = 1 it does nothing. A @train_step with state updates
-    (BatchNorm's running statistics, `kiln.update`) is refused for now:
-    per-rank statistics (PyTorch DDP) and synchronized ones are not built
-    yet.
+    BatchNorm normalizes each rank's batch by its own statistics (PyTorch
+    DDP's default), and each state update (the running statistics,
+    `kiln.update`) becomes `shard.broadcast ... root = [0]`: every rank
+    keeps rank 0's, as DDP's buffer broadcast does.
+
+    With `dp` = 1 it does nothing.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "ranks on the dp axis">,

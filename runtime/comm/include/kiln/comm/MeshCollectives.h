@@ -31,6 +31,11 @@ public:
     get(axis).allReduce(buf, buf, count, dtype, r).wait();
   }
 
+  void broadcast(const std::string &axis, void *buf, size_t count,
+                 rt::DType dtype, int root) override {
+    get(axis).broadcast(buf, count, dtype, root).wait();
+  }
+
 private:
   Communicator &get(const std::string &axis) {
     auto it = axes_.find(axis);

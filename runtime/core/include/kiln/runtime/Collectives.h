@@ -1,7 +1,7 @@
 //===- Collectives.h - the runtime's seam to the communicator ---*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// A plan's collective kernels (`all_reduce`, from upstream shard.all_reduce)
+// A plan's collective kernels (`all_reduce`, `broadcast`: upstream shard ops)
 // reach the ranks through this interface, set on the Program
 // (Program::setCollectives) and seen by kernels in ExecContext. The runtime
 // core stays free of MPI: runtime/comm implements it over its Communicator
@@ -30,6 +30,10 @@ public:
   /// on every member. Blocks until done. Throws Error (a timed-out rank).
   virtual void allReduce(const std::string &axis, void *buf, size_t count,
                          DType dtype, CollectiveOp op) = 0;
+  /// buf of the group member `root` (its index in the group) is copied to
+  /// every member's buf. Blocks until done. Throws Error.
+  virtual void broadcast(const std::string &axis, void *buf, size_t count,
+                         DType dtype, int root) = 0;
 };
 
 } // namespace kiln::rt
