@@ -47,7 +47,11 @@ def ddp_worker(rank, world, name, batch, steps, port, out):
     torch.manual_seed(0)
     m, x, y, _ = tb.model_and_data(name, batch, batch * steps)
     m.train()
-    ddp = torch.nn.parallel.DistributedDataParallel(m)
+    # The GPT's causal mask is a bool buffer, which gloo cannot broadcast
+    # (every rank builds the same one); no model here has BatchNorm.
+    torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        m, [n for n, b in m.named_buffers() if b.dtype == torch.bool])
+    ddp = torch.nn.parallel.DistributedDataParallel(m, broadcast_buffers=False)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     per = batch // world

@@ -6,6 +6,7 @@
 
 #include "kiln/comm/Communicator.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -20,6 +21,9 @@ struct Handle::State {
   std::string what;  // "all_reduce on 'dp' (2 ranks, rank 0, 4096 bytes)"
   std::chrono::milliseconds timeout{0};
   std::function<void()> onTimeout; // the backend's reaction (MPI: abort at exit)
+  /// Counts the threads blocked in wait() on the backend's operations (MPI:
+  /// its engine then polls without pausing, as nobody computes); may be null.
+  std::atomic<int> *waiters = nullptr;
 };
 
 /// A fresh state describing `op` on `c`.

@@ -43,6 +43,18 @@ void Handle::wait() {
     return;
   State &s = *state_;
   std::unique_lock<std::mutex> lock(s.m);
+  // While this thread waits, the backend may poll harder (nobody computes).
+  struct Count {
+    std::atomic<int> *n;
+    explicit Count(std::atomic<int> *p) : n(p) {
+      if (n)
+        n->fetch_add(1);
+    }
+    ~Count() {
+      if (n)
+        n->fetch_sub(1);
+    }
+  } count(s.done ? nullptr : s.waiters);
   if (!s.cv.wait_for(lock, s.timeout, [&] { return s.done; })) {
     std::string what = s.what;
     double secs = std::chrono::duration<double>(s.timeout).count();

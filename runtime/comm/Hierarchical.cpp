@@ -9,7 +9,8 @@
 // of a flat ring's share of all n. The three steps of one all-reduce run on
 // this communicator's worker thread, one all-reduce after another, so every
 // rank issues the sub-collectives in the same order; the caller gets a
-// handle at once, as from any other collective.
+// handle at once, as from any other collective. With one node (M = 1) or
+// one rank per node (L = 1) it is the single all-reduce of that group.
 //===----------------------------------------------------------------------===//
 #include "CommInternal.h"
 
@@ -62,12 +63,26 @@ public:
                                   std::string(reduceOpName(op)) + ")",
                        count * es);
     enqueue(st, [=] {
-      std::vector<uint8_t> full(chunk * L * es, 0), shard(chunk * es);
-      std::memcpy(full.data(), send, count * es); // padding lanes are dropped
-      intra_->reduceScatter(full.data(), shard.data(), chunk, dtype, op).wait();
-      inter_->allReduce(shard.data(), shard.data(), chunk, dtype, op).wait();
-      intra_->allGather(shard.data(), full.data(), chunk, dtype).wait();
-      std::memcpy(recv, full.data(), count * es);
+      // One node, or one rank per node: a single all-reduce is the whole
+      // algorithm (and MPI's own is faster than three steps).
+      if (M == 1) {
+        intra_->allReduce(send, recv, count, dtype, op).wait();
+        return;
+      }
+      if (L == 1) {
+        inter_->allReduce(send, recv, count, dtype, op).wait();
+        return;
+      }
+      // Scratch reused across calls (only the worker touches it): fresh
+      // buffers of a gradient's size cost their page faults every step.
+      full_.resize(chunk * L * es);
+      shard_.resize(chunk * es);
+      std::memcpy(full_.data(), send, count * es);
+      std::memset(full_.data() + count * es, 0, (chunk * L - count) * es);
+      intra_->reduceScatter(full_.data(), shard_.data(), chunk, dtype, op).wait();
+      inter_->allReduce(shard_.data(), shard_.data(), chunk, dtype, op).wait();
+      intra_->allGather(shard_.data(), full_.data(), chunk, dtype).wait();
+      std::memcpy(recv, full_.data(), count * es);
     });
     return Handle(st);
   }
@@ -194,6 +209,7 @@ private:
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Handle::State>, Job>> queue_;
   bool stop_ = false;
+  std::vector<uint8_t> full_, shard_; // the worker's scratch
 };
 
 } // namespace

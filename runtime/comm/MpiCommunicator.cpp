@@ -112,6 +112,7 @@ public:
   using Start = std::function<MPI_Request(std::string &err)>;
   void submit(std::shared_ptr<Handle::State> st, Start start) {
     st->onTimeout = [this] { broken_ = true; };
+    st->waiters = &waiters_;
     {
       std::lock_guard<std::mutex> lock(m_);
       queue_.push_back({std::move(st), std::move(start)});
@@ -163,7 +164,11 @@ private:
         std::unique_lock<std::mutex> lock(m_);
         if (queue_.empty() && inflight.empty())
           cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        else if (queue_.empty())
+        else if (queue_.empty() && waiters_.load() == 0)
+          // Operations in flight while the callers compute: poll every
+          // 50 us, leaving the cores to them. With a caller blocked in
+          // wait() the loop polls without pausing: MPI moves a large
+          // message only as fast as it is tested (shared-memory fragments).
           cv_.wait_for(lock, std::chrono::microseconds(50),
                        [&] { return stop_ || !queue_.empty(); });
         batch.swap(queue_);
@@ -213,6 +218,7 @@ private:
   std::deque<Pending> queue_;
   bool stop_ = false;
   std::atomic<bool> broken_{false};
+  std::atomic<int> waiters_{0};
   int worldRank_ = 0, worldSize_ = 1;
   MPI_Op halfOps_[3], bf16Ops_[3];
 };
