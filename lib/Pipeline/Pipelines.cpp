@@ -201,6 +201,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     // Gradients averaged over the ranks before the optimizer sees them.
     KilnDataParallelPassOptions dpo;
     dpo.dp = opts.dp;
+    dpo.compression = opts.gradCompression;
     pm.addPass(createKilnDataParallelPass(dpo));
     KilnAttachOptimizerPassOptions oo;
     if (optimizer)

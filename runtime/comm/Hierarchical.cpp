@@ -127,7 +127,7 @@ public:
     // send queued behind the peer's.
     ++stats_.collectives;
     stats_.bytesSent += count * rt::dtypeSize(dtype);
-    stats_.interNodeBytes += count * rt::dtypeSize(dtype);
+    stats_.interNodeBytes += crossNode(count * rt::dtypeSize(dtype));
     return flat_.send(buf, count, dtype, peer, tag);
   }
   Handle recv(void *buf, size_t count, rt::DType dtype, int peer,
@@ -160,15 +160,22 @@ private:
   }
 
   /// `sent`: the bytes this rank sends, as the flat communicator counts
-  /// them (all of it may cross nodes).
+  /// them. Of those, the share addressed to ranks on other nodes crosses
+  /// nodes: (size - L) of the size - 1 peers (exact for an all-to-all, the
+  /// average for the flat ring's steps).
   template <typename F>
   Handle forward(const char *op, size_t bytes, uint64_t sent, F start) {
     auto st = newState(*this, op, bytes);
     enqueue(st, [start] { start().wait(); });
     ++stats_.collectives;
     stats_.bytesSent += sent;
-    stats_.interNodeBytes += sent;
+    stats_.interNodeBytes += crossNode(sent);
     return Handle(st);
+  }
+
+  uint64_t crossNode(uint64_t sent) const {
+    const uint64_t n = size(), L = ranksPerNode();
+    return n > 1 ? sent * (n - L) / (n - 1) : 0;
   }
 
   /// Waits until every queued job has run (before a split, which is

@@ -10,6 +10,7 @@
 #include "GradUtil.h"
 #include "Kernels.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace kiln::rt::cpu {
@@ -34,6 +35,18 @@ std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
                    reduction + "'");
   if (average && d.dtype != DType::F32 && d.dtype != DType::F64)
     unsupportedType(spec, d.dtype);
+  std::string compression = spec.attrs.getString("compression", "none");
+  if (compression != "none" && compression != "bf16" && compression != "fp16" &&
+      compression != "int8")
+    fail(spec, "compression must be none, bf16, fp16 or int8, got '" +
+                   compression + "'");
+  if (compression != "none" &&
+      (d.dtype != DType::F32 || (!average && reduction != "sum")))
+    fail(spec, "compression applies to sums and averages of f32");
+  // Error feedback is kept per kernel: the n-th all_reduce a process loads
+  // has key n on every rank (every rank loads the same plan).
+  static std::atomic<int> nextKey{0};
+  const int key = compression != "none" ? nextKey.fetch_add(1) : -1;
   const size_t bytes = d.bytes(), n = (size_t)d.numel();
   const DType dtype = d.dtype;
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
@@ -41,7 +54,11 @@ std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
       std::memmove(out[0], in[0], bytes);
     if (!ctx.collectives)
       return;
-    ctx.collectives->allReduce(axis, out[0], n, dtype, op);
+    if (compression != "none")
+      ctx.collectives->allReduceCompressed(axis, key, static_cast<float *>(out[0]),
+                                           n, compression);
+    else
+      ctx.collectives->allReduce(axis, out[0], n, dtype, op);
     if (!average)
       return;
     int ranks = ctx.collectives->groupSize(axis);

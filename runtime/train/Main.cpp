@@ -544,6 +544,18 @@ int runTraining(int argc, char **argv) {
     EvalResult r = evaluator->run(*program, std::max<int64_t>(first, total) - 1);
     log.message("eval: " + evalLine(r));
   }
+  if (hierarchical && total > first) {
+    // What the plan's collectives sent, by the algorithm's count
+    // (comm::CommStats): the figure --grad-compression reduces.
+    comm::CommStats st = hierarchical->stats();
+    double steps = double(total - first);
+    log.message("communication: " + fmt("%.3f", st.bytesSent / steps / 1e6) +
+                " MB sent per step by each rank (" +
+                fmt("%.3f", st.interNodeBytes / steps / 1e6) +
+                " MB between nodes), " +
+                std::to_string((long long)(st.collectives / (total - first))) +
+                " collectives per step");
+  }
   log.finish();
   return 0;
 }

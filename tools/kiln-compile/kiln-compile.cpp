@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
-//     [--batch-size N] [--mesh dp=N] [--loss cross-entropy|mse|output] [--logits NAME]
+//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8]] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
@@ -92,6 +92,12 @@ cl::opt<std::string> mesh("mesh",
                                    "(mpirun -np N), each on batch-size / N "
                                    "samples of every global batch"),
                           cl::value_desc("dp=N"), cl::cat(kilnCategory));
+cl::opt<std::string> gradCompression(
+    "grad-compression",
+    cl::desc("wire format of the gradient all-reduces with --mesh dp=N: "
+             "none, bf16, fp16, int8 (with error feedback)"),
+    cl::value_desc("none|bf16|fp16|int8"), cl::init("none"),
+    cl::cat(kilnCategory));
 cl::list<std::string> dims("dim", cl::desc("value of a symbolic dimension"),
                            cl::value_desc("NAME=N"), cl::cat(kilnCategory));
 cl::opt<std::string> loss("loss", cl::desc("the loss to minimise"),
@@ -207,6 +213,14 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           " does not divide over --mesh dp=" + std::to_string(opts.dp) +
           " ranks");
   }
+  opts.gradCompression = gradCompression;
+  if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
+      opts.gradCompression != "fp16" && opts.gradCompression != "int8")
+    die("--grad-compression must be none, bf16, fp16 or int8, got '" +
+        opts.gradCompression + "'");
+  if (opts.gradCompression != "none" && opts.dp < 2)
+    die("--grad-compression " + opts.gradCompression +
+        " compresses the gradients' all-reduce: it needs --mesh dp=N with N > 1");
   opts.loss = loss;
   opts.logits = logits;
   opts.labels = labels;

@@ -57,6 +57,9 @@ struct TrainCompileOptions {
   /// batchSize / dp samples, and --kiln-data-parallel averages the
   /// gradients and the loss over the ranks.
   int64_t dp = 1;
+  /// The gradient all-reduces' wire format with dp > 1: none, bf16, fp16 or
+  /// int8 (--grad-compression).
+  std::string gradCompression = "none";
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

@@ -72,7 +72,12 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
   if (axes.size() != 1 || axes[0] < 0 || (size_t)axes[0] >= names.size())
     return op->emitOpError() << "cannot be lowered to the runtime: it works "
                                 "over one grid axis only for now";
-  if (op->getOperand(0).getType() != op->getResult(0).getType())
+  // Shape and element type: the operand may already be a converted
+  // (memref) function argument.
+  auto inT = cast<ShapedType>(op->getOperand(0).getType());
+  auto outT = cast<ShapedType>(op->getResult(0).getType());
+  if (inT.getShape() != outT.getShape() ||
+      inT.getElementType() != outT.getElementType())
     return op->emitOpError() << "cannot be lowered to the runtime: the result "
                                 "type must be the input's";
   Builder b(op->getContext());
@@ -103,8 +108,14 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
       !isa<FloatType>(cast<ShapedType>(ar.getType()).getElementType()))
     return op->emitOpError() << "cannot be lowered to the runtime: an average "
                                 "needs floating-point values";
+  auto wire = op->getAttrOfType<StringAttr>(
+      kiln::KilnDialect::getCompressionAttrName());
+  // Every parameter with its default filled in (KRTKernels.td): the wire
+  // format is none unless kiln.compression says otherwise.
   return b.getDictionaryAttr(
-      {axis, b.getNamedAttr("reduction", b.getStringAttr(reduction))});
+      {axis,
+       b.getNamedAttr("compression", wire ? wire : b.getStringAttr("none")),
+       b.getNamedAttr("reduction", b.getStringAttr(reduction))});
 }
 
 /// Results tagged `kiln.update = <argument>` (training: new parameter and

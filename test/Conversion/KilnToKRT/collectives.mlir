@@ -7,9 +7,9 @@
 // CHECK: %[[G:.*]] = krt.alloc : memref<4x2xf32>
 // CHECK: krt.launch "mul" ins(%{{.*}}, %{{.*}} : memref<4x2xf32>, memref<4x2xf32>) outs(%[[G]] : memref<4x2xf32>)
 // CHECK: %[[A:.*]] = krt.alloc : memref<4x2xf32>
-// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[A]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "average"}}
+// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[A]] : memref<4x2xf32>) {params = {axis = "dp", compression = "none", reduction = "average"}}
 // CHECK: %[[M:.*]] = krt.alloc : memref<4x2xf32>
-// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[M]] : memref<4x2xf32>) {params = {axis = "dp", reduction = "max"}}
+// CHECK: krt.launch "all_reduce" ins(%[[G]] : memref<4x2xf32>) outs(%[[M]] : memref<4x2xf32>) {params = {axis = "dp", compression = "none", reduction = "max"}}
 // CHECK: %[[B:.*]] = krt.alloc : memref<4x2xf32>
 // CHECK: krt.launch "mesh_broadcast" ins(%[[G]] : memref<4x2xf32>) outs(%[[B]] : memref<4x2xf32>) {params = {axis = "dp", root = 1 : i64}}
 // CHECK: return %[[A]], %[[M]], %[[B]]
@@ -68,4 +68,15 @@ func.func @int_average(%w: tensor<4xi64> {kiln.param, onnx.name = "w"}) -> (tens
   // expected-error @+1 {{cannot be lowered to the runtime: an average needs floating-point values}}
   %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = average : tensor<4xi64> -> tensor<4xi64>
   return %a : tensor<4xi64>
+}
+
+// -----
+
+// A compressed gradient all-reduce passes its wire format to the kernel.
+// CHECK-LABEL: func.func @wire
+// CHECK: krt.launch "all_reduce" ins(%{{.*}} : memref<4xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp", compression = "int8", reduction = "average"}}
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @wire(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
+  %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = average {kiln.compression = "int8"} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
 }

@@ -209,3 +209,49 @@ func.func @axes_place(%x: tensor<4xf32>) -> tensor<4xf32> attributes {kiln.axis_
   %0 = kiln.relu %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A gradient all-reduce's wire format (--kiln-data-parallel compression=...).
+// CHECK-LABEL: func.func @wire
+// CHECK: shard.all_reduce %{{.*}} on @mesh grid_axes = [0] reduction = average {kiln.compression = "int8"}
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @wire(%g: tensor<4xf32>) -> tensor<4xf32> {
+  %a = shard.all_reduce %g on @mesh grid_axes = [0] reduction = average {kiln.compression = "int8"} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @wire_name(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{kiln.compression must be "bf16", "fp16" or "int8", got "int4"}}
+  %a = shard.all_reduce %g on @mesh grid_axes = [0] reduction = average {kiln.compression = "int4"} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @wire_max(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{kiln.compression compresses sums and averages of f32 only}}
+  %a = shard.all_reduce %g on @mesh grid_axes = [0] reduction = max {kiln.compression = "bf16"} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @wire_f64(%g: tensor<4xf64>) -> tensor<4xf64> {
+  // expected-error @+1 {{kiln.compression compresses sums and averages of f32 only}}
+  %a = shard.all_reduce %g on @mesh grid_axes = [0] reduction = sum {kiln.compression = "fp16"} : tensor<4xf64> -> tensor<4xf64>
+  return %a : tensor<4xf64>
+}
+
+// -----
+
+// expected-error @+1 {{kiln.compression belongs on a shard.all_reduce}}
+func.func @wire_place(%x: tensor<4xf32>) -> tensor<4xf32> attributes {kiln.compression = "int8"} {
+  %0 = kiln.relu %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -143,6 +143,23 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << "got " << attr.getValue();
     return success();
   }
+  if (name == getCompressionAttrName()) {
+    auto ar = dyn_cast<shard::AllReduceOp>(op);
+    if (!ar)
+      return op->emitError() << name << " belongs on a shard.all_reduce";
+    auto v = dyn_cast<StringAttr>(attr.getValue());
+    if (!v || (v.getValue() != "bf16" && v.getValue() != "fp16" &&
+               v.getValue() != "int8"))
+      return op->emitError() << name << " must be \"bf16\", \"fp16\" or "
+                             << "\"int8\", got " << attr.getValue();
+    auto t = cast<ShapedType>(ar.getType());
+    if (!t.getElementType().isF32() ||
+        (ar.getReduction() != shard::ReductionKind::Sum &&
+         ar.getReduction() != shard::ReductionKind::Average))
+      return op->emitError() << name << " compresses sums and averages of "
+                             << "f32 only";
+    return success();
+  }
   if (name == getAxisNamesAttrName()) {
     auto grid = dyn_cast<shard::GridOp>(op);
     if (!grid)

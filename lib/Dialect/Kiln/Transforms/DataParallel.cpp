@@ -88,6 +88,11 @@ LogicalResult DataParallelPass::apply(ModuleOp m, func::FuncOp f) {
                               << " ranks is needed";
   }
 
+  std::string wire = compression;
+  if (wire != "none" && wire != "bf16" && wire != "fp16" && wire != "int8")
+    return m.emitError("--kiln-data-parallel: compression must be none, bf16, "
+                       "fp16 or int8, got '")
+           << wire << "'";
   OpBuilder b(ret);
   for (unsigned i : averaged) {
     Value v = ret.getOperand(i);
@@ -95,6 +100,10 @@ LogicalResult DataParallelPass::apply(ModuleOp m, func::FuncOp f) {
     auto all = shard::AllReduceOp::create(
         b, loc, v, meshName, ArrayRef<shard::GridAxis>{0},
         shard::ReductionKind::Average);
+    if (wire != "none" && kiln::getGradOf(resAttrs[i]) &&
+        cast<ShapedType>(v.getType()).getElementType().isF32())
+      all->setAttr(kiln::KilnDialect::getCompressionAttrName(),
+                   b.getStringAttr(wire));
     ret.setOperand(i, all.getResult());
   }
   // State (BatchNorm's running statistics) is updated from each rank's own

@@ -62,3 +62,4 @@ func.func @train_step(%w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.
   %s = kiln.reduce_sum %w {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   return %s, %w : tensor<f32>, tensor<4xf32>
 }
+

@@ -42,8 +42,10 @@ def KRT_AllReduceKernel : KRT_Kernel<"all_reduce"> {
                 "the ranks of the mesh axis `axis`, in every rank's output; "
                 "--kiln-lower-to-runtime lowers shard.all_reduce to it, and "
                 "the runtime runs it on the executable's communicator (one "
-                "rank: a copy)";
-  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis);
+                "rank: a copy), in the wire format `compression` (none, "
+                "bf16, fp16, int8; error feedback per kernel)";
+  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$compression);
   let results = (outs AnyType:$output);
 }
 

@@ -73,6 +73,11 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getAxisNamesAttrName() {
       return ::llvm::StringLiteral("kiln.axis_names");
     }
+    /// shard.all_reduce (sum or average of f32): the wire format the
+    /// runtime sends it in, "bf16", "fp16" or "int8", with error feedback.
+    static constexpr ::llvm::StringLiteral getCompressionAttrName() {
+      return ::llvm::StringLiteral("kiln.compression");
+    }
   }];
 }
 

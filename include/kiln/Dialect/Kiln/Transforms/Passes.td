@@ -114,10 +114,18 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
     `kiln.update`) becomes `shard.broadcast ... root = [0]`: every rank
     keeps rank 0's, as DDP's buffer broadcast does.
 
+    With `compression` other than none, each gradient's all-reduce carries
+    `kiln.compression` (bf16, fp16, int8): the runtime sends it in that
+    format with error feedback (runtime/comm/Compression.h). The loss's
+    all-reduce is never compressed.
+
     With `dp` = 1 it does nothing.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "ranks on the dp axis">,
+    Option<"compression", "compression", "std::string", "\"none\"",
+           "wire format of the gradient all-reduces: none, bf16, fp16 or "
+           "int8 (error feedback; kiln.compression on each)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -10,9 +10,11 @@
 #define KILN_COMM_MESHCOLLECTIVES_H
 
 #include "kiln/comm/Communicator.h"
+#include "kiln/comm/Compression.h"
 #include "kiln/runtime/Collectives.h"
 
 #include <map>
+#include <memory>
 
 namespace kiln::comm {
 
@@ -31,6 +33,17 @@ public:
     get(axis).allReduce(buf, buf, count, dtype, r).wait();
   }
 
+  void allReduceCompressed(const std::string &axis, int key, float *buf,
+                           size_t count, const std::string &compression) override {
+    Compression kind;
+    if (!parseCompression(compression, kind))
+      throw CommError("unknown gradient compression '" + compression + "'");
+    auto &slot = reducers_[{axis, compression}];
+    if (!slot)
+      slot = std::make_unique<CompressedAllReducer>(get(axis), kind);
+    slot->allReduceSum(key, buf, count);
+  }
+
   void broadcast(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, int root) override {
     get(axis).broadcast(buf, count, dtype, root).wait();
@@ -45,6 +58,8 @@ private:
     return *it->second;
   }
   std::map<std::string, Communicator *> axes_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<CompressedAllReducer>>
+      reducers_;
 };
 
 } // namespace kiln::comm

@@ -30,6 +30,12 @@ public:
   /// on every member. Blocks until done. Throws Error (a timed-out rank).
   virtual void allReduce(const std::string &axis, void *buf, size_t count,
                          DType dtype, CollectiveOp op) = 0;
+  /// buf (count f32) becomes the sum over the group of `axis`, sent in the
+  /// wire format `compression` ("bf16", "fp16", "int8") with error
+  /// feedback kept under `key` (one per kernel: the same on every rank).
+  /// Throws Error.
+  virtual void allReduceCompressed(const std::string &axis, int key, float *buf,
+                                   size_t count, const std::string &compression) = 0;
   /// buf of the group member `root` (its index in the group) is copied to
   /// every member's buf. Blocks until done. Throws Error.
   virtual void broadcast(const std::string &axis, void *buf, size_t count,
