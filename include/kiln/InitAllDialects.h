@@ -4,6 +4,7 @@
 #ifndef KILN_INITALLDIALECTS_H
 #define KILN_INITALLDIALECTS_H
 
+#include "kiln/Dialect/Dist/IR/DistOps.h"
 #include "kiln/Dialect/KRT/IR/KRTOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
@@ -17,6 +18,7 @@ namespace kiln {
 /// Adds Kiln's dialects and the upstream ones it uses to `registry`.
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<kiln::KilnDialect, kiln::onnx::ONNXDialect, kiln::krt::KRTDialect,
+                  kiln::dist::DistDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::shard::ShardDialect>();
 }

@@ -5,6 +5,7 @@
 #define KILN_INITALLPASSES_H
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Dist/Transforms/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
@@ -14,6 +15,7 @@ namespace kiln {
 inline void registerAllPasses() {
   registerKilnConversionPasses();
   krt::registerKRTPasses();
+  dist::registerDistPasses();
   registerKilnTrainingPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -6,6 +6,7 @@
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Dist/Transforms/Passes.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
 #include "kiln/Target/Plan/PlanDType.h"
@@ -217,6 +218,13 @@ bool kiln::compileONNXToTraining(const std::string &path,
       pm.addPass(createKilnAttachOptimizerPass(oo));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    // Buckets once the optimizer reads the gradients: each waits where the
+    // first update needs it.
+    if (opts.dp > 1) {
+      dist::KilnBucketAllReducePassOptions bo;
+      bo.bucketMB = opts.bucketMB;
+      pm.addNestedPass<func::FuncOp>(dist::createKilnBucketAllReducePass(bo));
+    }
     if (failed(pm.run(*module)))
       return fail("autodiff");
   }

@@ -5,7 +5,10 @@
 // average over the ranks of mesh axis `axis`; `mesh_broadcast`: rank `root`'s
 // input. Both run on the program's Collectives (ExecContext::collectives;
 // kiln-train installs one over runtime/comm). Without one the program is a
-// single rank: a copy.
+// single rank: a copy. `all_reduce_start` and `all_reduce_wait` are a
+// bucket's two halves (dist.all_reduce_start/wait): the start packs its
+// inputs into the bucket and starts the reduction, the wait waits and
+// unpacks, and the steps between them compute meanwhile.
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
@@ -78,6 +81,123 @@ std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
   });
 }
 
+/// The reduction named by a collective kernel's `reduction` parameter.
+struct Reduction {
+  CollectiveOp op;
+  bool average;
+};
+Reduction parseReduction(const KernelSpec &spec) {
+  std::string reduction = spec.attrs.getString("reduction", "");
+  bool average = reduction == "average";
+  if (!average && reduction != "sum" && reduction != "max" && reduction != "min")
+    fail(spec, "reduction must be sum, max, min or average, got '" +
+                   reduction + "'");
+  CollectiveOp op = reduction == "max"   ? CollectiveOp::Max
+                    : reduction == "min" ? CollectiveOp::Min
+                                         : CollectiveOp::Sum;
+  return {op, average};
+}
+
+/// all_reduce_start: packs the inputs into the bucket (the output) and
+/// starts its reduction; the communicator owns the bucket until the wait.
+std::unique_ptr<Kernel> makeAllReduceStart(const KernelSpec &spec) {
+  if (spec.inputs.empty() || spec.outputs.size() != 1)
+    fail(spec, "packs one or more inputs into one bucket");
+  const TensorDesc &bucket = *spec.outputs[0];
+  std::string axis = spec.attrs.getString("axis", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  Reduction red = parseReduction(spec);
+  if (red.average && bucket.dtype != DType::F32 && bucket.dtype != DType::F64)
+    unsupportedType(spec, bucket.dtype);
+  std::string compression = spec.attrs.getString("compression", "none");
+  if (compression != "none" && compression != "bf16" && compression != "fp16" &&
+      compression != "int8")
+    fail(spec, "compression must be none, bf16, fp16 or int8, got '" +
+                   compression + "'");
+  if (compression != "none" &&
+      (bucket.dtype != DType::F32 || red.op != CollectiveOp::Sum))
+    fail(spec, "compression applies to sums and averages of f32");
+  std::vector<size_t> bytes;
+  size_t total = 0;
+  for (const TensorDesc *d : spec.inputs) {
+    if (!d || d->dtype != bucket.dtype)
+      fail(spec, "every input has the bucket's element type");
+    bytes.push_back(d->bytes());
+    total += d->bytes();
+  }
+  if (total != bucket.bytes())
+    fail(spec, "the inputs hold " + std::to_string(total) +
+                   " bytes, the bucket " + std::to_string(bucket.bytes()));
+  static std::atomic<int> nextKey{1 << 20}; // apart from all_reduce's keys
+  const int key = compression != "none" ? nextKey.fetch_add(1) : -1;
+  const size_t n = (size_t)bucket.numel();
+  const DType dtype = bucket.dtype;
+  const CollectiveOp op = red.op;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    char *dst = static_cast<char *>(out[0]);
+    for (size_t k = 0; k < bytes.size(); ++k) {
+      std::memcpy(dst, in[k], bytes[k]);
+      dst += bytes[k];
+    }
+    if (ctx.collectives)
+      ctx.collectives->startAllReduce(axis, out[0], n, dtype, op, compression, key);
+  });
+}
+
+/// all_reduce_wait: waits for the bucket and unpacks it (averaged).
+std::unique_ptr<Kernel> makeAllReduceWait(const KernelSpec &spec) {
+  if (spec.inputs.size() != 1 || spec.outputs.empty())
+    fail(spec, "unpacks one bucket into one or more outputs");
+  const TensorDesc &bucket = *spec.inputs[0];
+  std::string axis = spec.attrs.getString("axis", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  Reduction red = parseReduction(spec);
+  if (red.average && bucket.dtype != DType::F32 && bucket.dtype != DType::F64)
+    unsupportedType(spec, bucket.dtype);
+  std::vector<size_t> bytes;
+  size_t total = 0;
+  for (const TensorDesc *d : spec.outputs) {
+    if (!d || d->dtype != bucket.dtype)
+      fail(spec, "every output has the bucket's element type");
+    bytes.push_back(d->bytes());
+    total += d->bytes();
+  }
+  if (total != bucket.bytes())
+    fail(spec, "the outputs hold " + std::to_string(total) +
+                   " bytes, the bucket " + std::to_string(bucket.bytes()));
+  const DType dtype = bucket.dtype;
+  const bool average = red.average;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    int ranks = 1;
+    if (ctx.collectives) {
+      ctx.collectives->waitAllReduce(const_cast<void *>(in[0]));
+      if (average)
+        ranks = ctx.collectives->groupSize(axis);
+    }
+    const char *src = static_cast<const char *>(in[0]);
+    for (size_t k = 0; k < bytes.size(); ++k) {
+      if (ranks > 1 && dtype == DType::F32) {
+        const float *s = reinterpret_cast<const float *>(src);
+        float *d = static_cast<float *>(out[k]);
+        const float inv = 1.0f / (float)ranks;
+        for (size_t i = 0, e = bytes[k] / 4; i < e; ++i)
+          d[i] = s[i] * inv;
+      } else if (ranks > 1 && dtype == DType::F64) {
+        const double *s = reinterpret_cast<const double *>(src);
+        double *d = static_cast<double *>(out[k]);
+        const double inv = 1.0 / (double)ranks;
+        for (size_t i = 0, e = bytes[k] / 8; i < e; ++i)
+          d[i] = s[i] * inv;
+      } else {
+        std::memcpy(out[k], src, bytes[k]);
+      }
+      src += bytes[k];
+    }
+  });
+}
+
 std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
@@ -103,6 +223,8 @@ std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", makeAllReduce);
   r.add("mesh_broadcast", makeBroadcast);
+  r.add("all_reduce_start", makeAllReduceStart);
+  r.add("all_reduce_wait", makeAllReduceWait);
 }
 
 } // namespace kiln::rt::cpu

@@ -15,7 +15,9 @@
 #     statistics;
 #   - the MLP and the GPT at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
 #     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
-#     all-reduce crosses nodes).
+#     all-reduce crosses nodes); with the default buckets, with small ones
+#     (--bucket-mb 0.01: many buckets in flight during backward) and
+#     without (--bucket-mb 0: a synchronous all-reduce per gradient).
 # Also:
 #   - gradient compression (int8 with error feedback, bf16) converges like
 #     the uncompressed run and sends >= 3.5x (2x) fewer bytes;
@@ -199,12 +201,19 @@ def main():
             raise SystemExit("1-rank run failed: " + r.stderr.strip())
         ref_l = losses(os.path.join(w, name + "-1.jsonl"))
         ref_w = weights(os.path.join(w, name + "-1.onnx"))
-        for dp, extra in ((2, []), (4, []), (4, ["--ranks-per-node", "2"])):
-            tag = "%s dp=%d%s" % (name, dp, " nodes of 2" if extra else "")
-            exe = compile_exe(args, onnx_path, os.path.join(w, "%s-%d.train" % (name, dp)),
-                              flags, dp)
-            met = os.path.join(w, "%s-%d%s.jsonl" % (name, dp, "h" if extra else ""))
-            out = os.path.join(w, "%s-%d%s.onnx" % (name, dp, "h" if extra else ""))
+        # Buckets: the default (25 MiB: one bucket for these models), small
+        # ones (many buckets, each started mid-backward), none (0: one
+        # synchronous all-reduce per gradient).
+        for dp, extra, buckets, suffix in (
+                (2, [], [], ""), (4, [], [], ""), (4, ["--ranks-per-node", "2"], [], "h"),
+                (2, [], ["--bucket-mb", "0.01"], "b"), (4, [], ["--bucket-mb", "0"], "s")):
+            tag = "%s dp=%d%s%s" % (name, dp, " nodes of 2" if extra else "",
+                                    " " + " ".join(buckets) if buckets else "")
+            exe = compile_exe(args, onnx_path,
+                              os.path.join(w, "%s-%d%s.train" % (name, dp, suffix if buckets else "")),
+                              flags + buckets, dp)
+            met = os.path.join(w, "%s-%d%s.jsonl" % (name, dp, suffix))
+            out = os.path.join(w, "%s-%d%s.onnx" % (name, dp, suffix))
             r = run(exe, dp, base + extra + ["--metrics", met, "--export-onnx", out])
             if r.returncode != 0:
                 check(False, "%s: exit %d: %s" % (tag, r.returncode, r.stderr.strip()[-400:]))

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
-//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8]] [--loss cross-entropy|mse|output] [--logits NAME]
+//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F]] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
@@ -92,6 +92,12 @@ cl::opt<std::string> mesh("mesh",
                                    "(mpirun -np N), each on batch-size / N "
                                    "samples of every global batch"),
                           cl::value_desc("dp=N"), cl::cat(kilnCategory));
+cl::opt<double> bucketMB(
+    "bucket-mb",
+    cl::desc("with --mesh dp=N: gradients travel in buckets of at most this "
+             "many MiB, each started as soon as its last gradient is computed "
+             "(0: one synchronous all-reduce per gradient)"),
+    cl::value_desc("MiB"), cl::init(25.0), cl::cat(kilnCategory));
 cl::opt<std::string> gradCompression(
     "grad-compression",
     cl::desc("wire format of the gradient all-reduces with --mesh dp=N: "
@@ -214,6 +220,12 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           " ranks");
   }
   opts.gradCompression = gradCompression;
+  if (!(bucketMB >= 0) || !(bucketMB <= 1e6))
+    die("--bucket-mb must be in [0, 1e6] MiB, got " + std::to_string(bucketMB));
+  if (bucketMB.getNumOccurrences() && opts.dp < 2)
+    die("--bucket-mb groups the gradients' all-reduces: it needs --mesh dp=N "
+        "with N > 1");
+  opts.bucketMB = bucketMB;
   if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
       opts.gradCompression != "fp16" && opts.gradCompression != "int8")
     die("--grad-compression must be none, bf16, fp16 or int8, got '" +

@@ -60,6 +60,12 @@ struct TrainCompileOptions {
   /// The gradient all-reduces' wire format with dp > 1: none, bf16, fp16 or
   /// int8 (--grad-compression).
   std::string gradCompression = "none";
+  /// With dp > 1, the largest gradient bucket in MiB (--bucket-mb): the
+  /// all-reduces are grouped into buckets that start as soon as their last
+  /// gradient is computed and are waited for where the optimizer reads
+  /// them (--kiln-bucket-all-reduce). 0: one synchronous all-reduce per
+  /// gradient.
+  double bucketMB = 25.0;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

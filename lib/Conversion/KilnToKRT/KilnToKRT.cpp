@@ -8,11 +8,15 @@
 // here, only a runtime kernel. The other ops lowered are upstream's
 // `shard.all_reduce` and `shard.broadcast` (--kiln-data-parallel), which
 // become launches of the `all_reduce` and `mesh_broadcast` kernels naming their
-// reduction or root and their mesh axis by name (KRTKernels.td); the runtime
-// runs them on the executable's communicator.
+// reduction or root and their mesh axis by name (KRTKernels.td), and the
+// dist dialect's buckets (--kiln-bucket-all-reduce), which become an
+// `all_reduce_start` launch packing the tensors into one buffer and an
+// `all_reduce_wait` launch unpacking it; the runtime runs them on the
+// executable's communicator.
 //===----------------------------------------------------------------------===//
 #include "kiln/Conversion/Passes.h"
 
+#include "kiln/Dialect/Dist/IR/DistOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -57,8 +61,22 @@ FailureOr<DictionaryAttr>
 KilnLowerToRuntimePass::collectiveParams(Operation *op) {
   auto ar = dyn_cast<shard::AllReduceOp>(op);
   auto bc = dyn_cast<shard::BroadcastOp>(op);
-  FlatSymbolRefAttr gridRef = ar ? ar.getGridAttr() : bc.getGridAttr();
-  ArrayRef<int16_t> axes = ar ? ar.getGridAxes() : bc.getGridAxes();
+  auto start = dyn_cast<kiln::dist::AllReduceStartOp>(op);
+  auto wait = dyn_cast<kiln::dist::AllReduceWaitOp>(op);
+  if (wait) {
+    // The wait averages over the ranks its start reduced over.
+    start = wait.getStart();
+    if (!start)
+      return op->emitOpError() << "cannot be lowered to the runtime: its "
+                                  "bucket does not come from a "
+                                  "dist.all_reduce_start";
+  }
+  FlatSymbolRefAttr gridRef = ar      ? ar.getGridAttr()
+                              : bc    ? bc.getGridAttr()
+                                      : start.getGridAttr();
+  ArrayRef<int16_t> axes = ar      ? ar.getGridAxes()
+                           : bc    ? bc.getGridAxes()
+                                   : start.getGridAxes();
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
   if (!grid)
     return op->emitOpError() << "names the grid " << gridRef
@@ -72,14 +90,17 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
   if (axes.size() != 1 || axes[0] < 0 || (size_t)axes[0] >= names.size())
     return op->emitOpError() << "cannot be lowered to the runtime: it works "
                                 "over one grid axis only for now";
-  // Shape and element type: the operand may already be a converted
-  // (memref) function argument.
-  auto inT = cast<ShapedType>(op->getOperand(0).getType());
-  auto outT = cast<ShapedType>(op->getResult(0).getType());
-  if (inT.getShape() != outT.getShape() ||
-      inT.getElementType() != outT.getElementType())
-    return op->emitOpError() << "cannot be lowered to the runtime: the result "
-                                "type must be the input's";
+  // Shape and element type of a one-tensor collective: the operand may
+  // already be a converted (memref) function argument. (A bucket's start
+  // and wait are checked by the dist verifiers.)
+  if (ar || bc) {
+    auto inT = cast<ShapedType>(op->getOperand(0).getType());
+    auto outT = cast<ShapedType>(op->getResult(0).getType());
+    if (inT.getShape() != outT.getShape() ||
+        inT.getElementType() != outT.getElementType())
+      return op->emitOpError() << "cannot be lowered to the runtime: the "
+                                  "result type must be the input's";
+  }
   Builder b(op->getContext());
   NamedAttribute axis = b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]]));
   if (bc) {
@@ -93,29 +114,36 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
                                << "'";
     return b.getDictionaryAttr({axis, b.getNamedAttr("root", b.getI64IntegerAttr(root))});
   }
+  shard::ReductionKind kind = ar ? ar.getReduction() : start.getReduction();
+  Type element = ar ? cast<ShapedType>(ar.getType()).getElementType()
+                    : start.getBucket().getType().getElementType();
   StringRef reduction;
-  switch (ar.getReduction()) {
+  switch (kind) {
   case shard::ReductionKind::Sum: reduction = "sum"; break;
   case shard::ReductionKind::Max: reduction = "max"; break;
   case shard::ReductionKind::Min: reduction = "min"; break;
   case shard::ReductionKind::Average: reduction = "average"; break;
   default:
     return op->emitOpError() << "cannot be lowered to the runtime: reduction "
-                             << shard::stringifyReductionKind(ar.getReduction())
+                             << shard::stringifyReductionKind(kind)
                              << " has no kernel (sum, max, min, average)";
   }
-  if (reduction == "average" &&
-      !isa<FloatType>(cast<ShapedType>(ar.getType()).getElementType()))
+  if (reduction == "average" && !isa<FloatType>(element))
     return op->emitOpError() << "cannot be lowered to the runtime: an average "
                                 "needs floating-point values";
-  auto wire = op->getAttrOfType<StringAttr>(
-      kiln::KilnDialect::getCompressionAttrName());
+  NamedAttribute red = b.getNamedAttr("reduction", b.getStringAttr(reduction));
+  if (wait)
+    return b.getDictionaryAttr({axis, red});
+  StringAttr wire =
+      ar ? op->getAttrOfType<StringAttr>(
+               kiln::KilnDialect::getCompressionAttrName())
+         : start.getCompressionAttr();
   // Every parameter with its default filled in (KRTKernels.td): the wire
-  // format is none unless kiln.compression says otherwise.
+  // format is none unless the op names one.
   return b.getDictionaryAttr(
       {axis,
        b.getNamedAttr("compression", wire ? wire : b.getStringAttr("none")),
-       b.getNamedAttr("reduction", b.getStringAttr(reduction))});
+       red});
 }
 
 /// Results tagged `kiln.update = <argument>` (training: new parameter and
@@ -207,7 +235,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
   if (llvm::all_of(func.getArgumentTypes(), llvm::IsaPred<MemRefType>) &&
       llvm::all_of(func.getResultTypes(), llvm::IsaPred<MemRefType>) &&
       llvm::none_of(body, [](Operation &op) {
-        return isa<kiln::KilnDialect>(op.getDialect());
+        return isa<kiln::KilnDialect, kiln::dist::DistDialect>(op.getDialect());
       }))
     return success();
 
@@ -215,7 +243,8 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
-    if (isa<shard::AllReduceOp, shard::BroadcastOp>(op)) {
+    if (isa<shard::AllReduceOp, shard::BroadcastOp, kiln::dist::AllReduceStartOp,
+            kiln::dist::AllReduceWaitOp>(op)) {
       if (failed(collectiveParams(&op)))
         return failure();
       continue;
@@ -269,6 +298,40 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       continue;
     }
 
+    // A bucket: the start packs its inputs into one buffer (the bucket in
+    // flight, which the communicator writes until the wait); the wait
+    // unpacks it into a buffer per result.
+    if (auto start = dyn_cast<kiln::dist::AllReduceStartOp>(op)) {
+      auto t = start.getBucket().getType();
+      auto alloc = kiln::krt::AllocOp::create(
+          b, loc, MemRefType::get({t.getSize()}, t.getElementType()),
+          IntegerAttr());
+      map.map(start.getBucket(), alloc.getResult());
+      SmallVector<Value> ins;
+      for (Value v : start.getInputs())
+        ins.push_back(map.lookupOrDefault(v));
+      kiln::krt::LaunchOp::create(b, loc, "all_reduce_start", ins,
+                                  ValueRange{alloc.getResult()},
+                                  *collectiveParams(&op), /*inPlace=*/false,
+                                  /*stream=*/0);
+      ++numLaunches;
+      continue;
+    }
+    if (auto wait = dyn_cast<kiln::dist::AllReduceWaitOp>(op)) {
+      SmallVector<Value> outs;
+      for (Value r : wait.getResults()) {
+        auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(r.getType()),
+                                                IntegerAttr());
+        outs.push_back(alloc.getResult());
+        map.map(r, alloc.getResult());
+      }
+      kiln::krt::LaunchOp::create(b, loc, "all_reduce_wait",
+                                  ValueRange{map.lookupOrDefault(wait.getBucket())},
+                                  outs, *collectiveParams(&op),
+                                  /*inPlace=*/false, /*stream=*/0);
+      ++numLaunches;
+      continue;
+    }
     if (isa<shard::AllReduceOp, shard::BroadcastOp>(op)) {
       Value in = op.getOperand(0), out = op.getResult(0);
       auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(out.getType()),

@@ -80,3 +80,30 @@ func.func @wire(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf3
   %a = shard.all_reduce %w on @mesh grid_axes = [0] reduction = average {kiln.compression = "int8"} : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// A bucket: the start packs its inputs into one buffer and starts the
+// reduction (params as all_reduce's); the wait unpacks it into a buffer per
+// result, averaging over the axis its start named.
+// CHECK-LABEL: func.func @bucket
+// CHECK: %[[B:.*]] = krt.alloc : memref<16xf32>
+// CHECK: krt.launch "all_reduce_start" ins(%{{.*}}, %{{.*}} : memref<4x2xf32>, memref<8xf32>) outs(%[[B]] : memref<16xf32>) {params = {axis = "dp", compression = "none", reduction = "average"}}
+// CHECK: krt.launch "all_reduce_wait" ins(%[[B]] : memref<16xf32>) outs(%{{.*}}, %{{.*}} : memref<4x2xf32>, memref<8xf32>) {params = {axis = "dp", reduction = "average"}}
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @bucket(%a: tensor<4x2xf32> {kiln.param, onnx.name = "a"}, %b: tensor<8xf32> {kiln.param, onnx.name = "b"})
+    -> (tensor<4x2xf32> {onnx.name = "ra"}, tensor<8xf32> {onnx.name = "rb"}) {
+  %t = dist.all_reduce_start %a, %b on @mesh grid_axes = [0] reduction = average : tensor<4x2xf32>, tensor<8xf32> -> !dist.bucket<16 x f32>
+  %r:2 = dist.all_reduce_wait %t : !dist.bucket<16 x f32> -> tensor<4x2xf32>, tensor<8xf32>
+  return %r#0, %r#1 : tensor<4x2xf32>, tensor<8xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2x2) {kiln.axis_names = ["dp", "tp"]}
+func.func @bucket_axes(%a: tensor<4xf32> {kiln.param, onnx.name = "a"}) -> (tensor<4xf32> {onnx.name = "r"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: it works over one grid axis only for now}}
+  %t = dist.all_reduce_start %a on @mesh grid_axes = [0, 1] reduction = sum : tensor<4xf32> -> !dist.bucket<4 x f32>
+  %r = dist.all_reduce_wait %t : !dist.bucket<4 x f32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

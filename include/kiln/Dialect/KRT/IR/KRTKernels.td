@@ -49,6 +49,29 @@ def KRT_AllReduceKernel : KRT_Kernel<"all_reduce"> {
   let results = (outs AnyType:$output);
 }
 
+def KRT_AllReduceStartKernel : KRT_Kernel<"all_reduce_start"> {
+  let summary = "packs the inputs, in order, into the output (a bucket) and "
+                "starts its reduction over the ranks of the mesh axis `axis` "
+                "(sum, max, min; average sums here and divides in the wait) "
+                "on the executable's communicator, in the wire format "
+                "`compression`; it returns at once, and the communicator "
+                "writes the output until the all_reduce_wait that reads it. "
+                "--kiln-lower-to-runtime lowers dist.all_reduce_start to it";
+  let arguments = (ins Variadic<AnyType>:$inputs, StrAttr:$reduction,
+                   StrAttr:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$compression);
+  let results = (outs AnyType:$bucket);
+}
+
+def KRT_AllReduceWaitKernel : KRT_Kernel<"all_reduce_wait"> {
+  let summary = "waits for the reduction all_reduce_start started on the "
+                "input bucket and unpacks it into the outputs, dividing by "
+                "the ranks of `axis` for an average; lowered from "
+                "dist.all_reduce_wait";
+  let arguments = (ins AnyType:$bucket, StrAttr:$reduction, StrAttr:$axis);
+  let results = (outs Variadic<AnyType>:$outputs);
+}
+
 def KRT_MeshBroadcastKernel : KRT_Kernel<"mesh_broadcast"> {
   let summary = "rank `root`'s input, in the output of every rank of the "
                 "mesh axis `axis`; --kiln-lower-to-runtime lowers "

@@ -44,6 +44,35 @@ public:
     slot->allReduceSum(key, buf, count);
   }
 
+  /// An uncompressed bucket goes to the communicator, which progresses it on
+  /// its own thread while the caller computes; a compressed one runs its
+  /// phases here (CompressedAllReducer blocks).
+  void startAllReduce(const std::string &axis, void *buf, size_t count,
+                      rt::DType dtype, rt::CollectiveOp op,
+                      const std::string &compression, int key) override {
+    if (compression != "none") {
+      allReduceCompressed(axis, key, static_cast<float *>(buf), count, compression);
+      return;
+    }
+    ReduceOp r = op == rt::CollectiveOp::Max   ? ReduceOp::Max
+                 : op == rt::CollectiveOp::Min ? ReduceOp::Min
+                                               : ReduceOp::Sum;
+    auto [it, fresh] = inflight_.emplace(buf, Handle());
+    if (!fresh)
+      throw CommError("all_reduce_start on '" + axis + "': this bucket is "
+                      "already in flight");
+    it->second = get(axis).allReduce(buf, buf, count, dtype, r);
+  }
+
+  void waitAllReduce(void *buf) override {
+    auto it = inflight_.find(buf);
+    if (it == inflight_.end())
+      return; // ran to the end in startAllReduce
+    Handle h = std::move(it->second);
+    inflight_.erase(it);
+    h.wait();
+  }
+
   void broadcast(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, int root) override {
     get(axis).broadcast(buf, count, dtype, root).wait();
@@ -58,6 +87,7 @@ private:
     return *it->second;
   }
   std::map<std::string, Communicator *> axes_;
+  std::map<void *, Handle> inflight_; // buckets started, not yet waited for
   std::map<std::pair<std::string, std::string>, std::unique_ptr<CompressedAllReducer>>
       reducers_;
 };

@@ -1,7 +1,8 @@
 //===- Collectives.h - the runtime's seam to the communicator ---*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// A plan's collective kernels (`all_reduce`, `broadcast`: upstream shard ops)
+// A plan's collective kernels (`all_reduce`, `mesh_broadcast`: upstream shard
+// ops; `all_reduce_start` and `all_reduce_wait`: a dist bucket)
 // reach the ranks through this interface, set on the Program
 // (Program::setCollectives) and seen by kernels in ExecContext. The runtime
 // core stays free of MPI: runtime/comm implements it over its Communicator
@@ -36,6 +37,23 @@ public:
   /// Throws Error.
   virtual void allReduceCompressed(const std::string &axis, int key, float *buf,
                                    size_t count, const std::string &compression) = 0;
+  /// Starts the reduction of buf (count elements of dtype) over the group of
+  /// `axis` and returns at once; the communicator writes buf until
+  /// waitAllReduce(buf). `compression` ("none", or as for
+  /// allReduceCompressed, f32 sums only) with error feedback under `key`.
+  /// Every rank starts its reductions in the same order. This default runs
+  /// the reduction to the end here (no overlap).
+  virtual void startAllReduce(const std::string &axis, void *buf, size_t count,
+                              DType dtype, CollectiveOp op,
+                              const std::string &compression, int key) {
+    if (compression != "none")
+      allReduceCompressed(axis, key, static_cast<float *>(buf), count, compression);
+    else
+      allReduce(axis, buf, count, dtype, op);
+  }
+  /// Blocks until the reduction startAllReduce started on buf is complete.
+  /// Throws Error (a timed-out rank).
+  virtual void waitAllReduce(void *buf) { (void)buf; }
   /// buf of the group member `root` (its index in the group) is copied to
   /// every member's buf. Blocks until done. Throws Error.
   virtual void broadcast(const std::string &axis, void *buf, size_t count,
