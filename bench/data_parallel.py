@@ -12,6 +12,10 @@
 #   /usr/bin/python3 bench/data_parallel.py [--bin build/bin] [--steps 40]
 #       [--models mlp_wide,gpt]
 #
+# Kiln at dp=2 runs once per --bucket-mb (default 0, 25 and 4: synchronous
+# all-reduces, DDP's bucket size, smaller buckets); "hidden" is the share of
+# rank 0's communication time overlapped with compute, from kiln-train
+# --profile (steps 10-19; target >= 80%).
 # Kiln's time is rank 0's median step_ms (--metrics); DDP's is rank 0's
 # median of forward + backward (with its overlapped all-reduce) +
 # optimizer.step. The first 10 steps are warm-up. Adam, cross-entropy.
@@ -73,7 +77,9 @@ def ddp_worker(rank, world, name, batch, steps, port, out):
     dist.destroy_process_group()
 
 
-def kiln_ms(a, work, name, batch, steps, dp):
+def kiln_ms(a, work, name, batch, steps, dp, bucket_mb=None):
+    """Rank 0's median step ms and, at dp > 1, the share of communication
+    hidden behind compute (rank 0's --profile summary, steps 10-19)."""
     torch.manual_seed(0)
     m, x, y, in_name = tb.model_and_data(name, batch, batch * steps)
     m.train()
@@ -87,6 +93,8 @@ def kiln_ms(a, work, name, batch, steps, dp):
     np.save(os.path.join(work, "y.npy"), y)
     exe = os.path.join(work, "%s-%d.train" % (name, dp))
     mesh = ["--mesh", "dp=%d" % dp] if dp > 1 else []
+    if bucket_mb is not None:
+        mesh += ["--bucket-mb", str(bucket_mb)]
     subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
                     "--batch-size", str(batch), "--loss", "cross-entropy",
                     "--optimizer", "adam", "--lr", "0.001"] + mesh,
@@ -96,8 +104,15 @@ def kiln_ms(a, work, name, batch, steps, dp):
         exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
         "--data", "labels=" + os.path.join(work, "y.npy"), "--steps", str(steps),
         "--metrics", met, "--log-every", "0", "--threads", "1", "--no-shuffle"]
-    subprocess.run(cmd, check=True, capture_output=True, env=ENV)
-    return float(np.median([json.loads(l)["step_ms"] for l in open(met)][10:]))
+    if dp > 1:
+        cmd += ["--profile", os.path.join(work, "trace.json"), "--profile-steps", "10:20"]
+    r = subprocess.run(cmd, check=True, capture_output=True, env=ENV, text=True)
+    hidden = None
+    for line in r.stdout.splitlines():
+        if line.startswith("profile: rank 0: communication"):
+            hidden = float(line.split(", ")[1].split("%")[0])
+    ms = float(np.median([json.loads(l)["step_ms"] for l in open(met)][10:]))
+    return ms, hidden
 
 
 def main():
@@ -105,19 +120,24 @@ def main():
     p.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bin"))
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--models", default="mlp_wide,gpt")
+    p.add_argument("--bucket-mb", default="0,25,4",
+                   help="Kiln dp=2 runs, one per --bucket-mb (0: synchronous)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="kiln-bench-dp-")
-    print("%-9s %6s %10s %10s %10s %9s %9s" % ("model", "batch", "kiln 1", "kiln dp=2",
-                                               "ddp dp=2", "speed-up", "kiln/ddp"))
+    print("%-9s %6s %8s %10s %10s %10s %9s %9s" % (
+        "model", "batch", "buckets", "kiln 1", "kiln dp=2", "ddp dp=2", "speed-up",
+        "kiln/ddp") + "  hidden")
     for i, name in enumerate(a.models.split(",")):
         batch = 256 if name == "mlp_wide" else 128
-        one = kiln_ms(a, work, name, batch, a.steps, 1)
-        two = kiln_ms(a, work, name, batch, a.steps, 2)
+        one, _ = kiln_ms(a, work, name, batch, a.steps, 1)
         out = os.path.join(work, name + "-ddp.json")
         mp.spawn(ddp_worker, args=(2, name, batch, a.steps, 29500 + i, out), nprocs=2)
         ddp = float(np.median(json.load(open(out))[10:]))
-        print("%-9s %6d %10.2f %10.2f %10.2f %9.2f %9.2f" %
-              (name, batch, one, two, ddp, one / two, two / ddp), flush=True)
+        for mb in a.bucket_mb.split(","):
+            two, hidden = kiln_ms(a, work, name, batch, a.steps, 2, float(mb))
+            print("%-9s %6d %8s %10.2f %10.2f %10.2f %9.2f %9.2f  %s" %
+                  (name, batch, mb, one, two, ddp, one / two, two / ddp,
+                   "-" if hidden is None else "%.0f%%" % hidden), flush=True)
 
 
 if __name__ == "__main__":

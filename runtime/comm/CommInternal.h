@@ -17,6 +17,7 @@ struct Handle::State {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  std::chrono::steady_clock::time_point finished; // when done became true
   std::string error; // set when the backend reported a failure
   std::string what;  // "all_reduce on 'dp' (2 ranks, rank 0, 4096 bytes)"
   std::chrono::milliseconds timeout{0};

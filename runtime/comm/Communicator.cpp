@@ -38,7 +38,17 @@ bool Handle::done() const {
   return state_->done;
 }
 
-void Handle::wait() {
+std::chrono::steady_clock::time_point Handle::finishedAt() const {
+  if (!state_)
+    return std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(state_->m);
+  return state_->done ? state_->finished : std::chrono::steady_clock::now();
+}
+
+void Handle::wait() { waitImpl(true); }
+void Handle::waitInBackground() { waitImpl(false); }
+
+void Handle::waitImpl(bool counted) {
   if (!state_)
     return;
   State &s = *state_;
@@ -54,7 +64,7 @@ void Handle::wait() {
       if (n)
         n->fetch_sub(1);
     }
-  } count(s.done ? nullptr : s.waiters);
+  } count(s.done || !counted ? nullptr : s.waiters);
   if (!s.cv.wait_for(lock, s.timeout, [&] { return s.done; })) {
     std::string what = s.what;
     double secs = std::chrono::duration<double>(s.timeout).count();
@@ -85,6 +95,7 @@ void complete(Handle::State &s, std::string error) {
   {
     std::lock_guard<std::mutex> lock(s.m);
     s.done = true;
+    s.finished = std::chrono::steady_clock::now();
     s.error = std::move(error);
   }
   s.cv.notify_all();

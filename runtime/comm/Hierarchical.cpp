@@ -46,6 +46,7 @@ public:
   int size() const override { return flat_.size(); }
   const std::string &name() const override { return name_; }
   const char *backend() const override { return flat_.backend(); }
+  std::atomic<int> *progressWaiters() override { return flat_.progressWaiters(); }
   int ranksPerNode() const { return intra_->size(); }
   int nodes() const { return inter_->size(); }
 
@@ -62,15 +63,16 @@ public:
     auto st = newState(*this, "hierarchical all_reduce (" +
                                   std::string(reduceOpName(op)) + ")",
                        count * es);
+    st->waiters = flat_.progressWaiters();
     enqueue(st, [=] {
       // One node, or one rank per node: a single all-reduce is the whole
       // algorithm (and MPI's own is faster than three steps).
       if (M == 1) {
-        intra_->allReduce(send, recv, count, dtype, op).wait();
+        intra_->allReduce(send, recv, count, dtype, op).waitInBackground();
         return;
       }
       if (L == 1) {
-        inter_->allReduce(send, recv, count, dtype, op).wait();
+        inter_->allReduce(send, recv, count, dtype, op).waitInBackground();
         return;
       }
       // Scratch reused across calls (only the worker touches it): fresh
@@ -79,9 +81,9 @@ public:
       shard_.resize(chunk * es);
       std::memcpy(full_.data(), send, count * es);
       std::memset(full_.data() + count * es, 0, (chunk * L - count) * es);
-      intra_->reduceScatter(full_.data(), shard_.data(), chunk, dtype, op).wait();
-      inter_->allReduce(shard_.data(), shard_.data(), chunk, dtype, op).wait();
-      intra_->allGather(shard_.data(), full_.data(), chunk, dtype).wait();
+      intra_->reduceScatter(full_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
+      inter_->allReduce(shard_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
+      intra_->allGather(shard_.data(), full_.data(), chunk, dtype).waitInBackground();
       std::memcpy(recv, full_.data(), count * es);
     });
     return Handle(st);
@@ -166,7 +168,8 @@ private:
   template <typename F>
   Handle forward(const char *op, size_t bytes, uint64_t sent, F start) {
     auto st = newState(*this, op, bytes);
-    enqueue(st, [start] { start().wait(); });
+    st->waiters = flat_.progressWaiters();
+    enqueue(st, [start] { start().waitInBackground(); });
     ++stats_.collectives;
     stats_.bytesSent += sent;
     stats_.interNodeBytes += crossNode(sent);

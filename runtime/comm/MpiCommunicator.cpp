@@ -106,6 +106,7 @@ public:
     std::_Exit(code);
   }
   int worldSize() const { return worldSize_; }
+  std::atomic<int> *waiters() { return &waiters_; }
 
   /// Runs `start` on the engine thread; it returns the request to drive
   /// (MPI_REQUEST_NULL: already complete) or sets `err`.
@@ -235,6 +236,7 @@ public:
   const std::string &name() const override { return name_; }
   const char *backend() const override { return "mpi"; }
   Engine &engine() { return *engine_; }
+  std::atomic<int> *progressWaiters() override { return engine_->waiters(); }
 
   Handle allReduce(const void *send, void *recv, size_t count, rt::DType dtype,
                    ReduceOp op) override {

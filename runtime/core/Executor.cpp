@@ -257,7 +257,17 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
   bindInputs(inputs);
   size_t s = 0;
   try {
-    if (profile) {
+    if (ctx.trace && ctx.trace->enabled()) {
+      for (; s < steps.size(); ++s) {
+        auto t0 = TraceRecorder::Clock::now();
+        steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+        stream->synchronize(); // a device kernel has only been issued
+        const PlanStep &ps = plan.steps[s];
+        ctx.trace->record(ps.kernel, "kernel", TraceThread::Compute, t0,
+                          TraceRecorder::Clock::now(),
+                          {{"node", ps.loc}, {"plan_step", std::to_string(s)}});
+      }
+    } else if (profile) {
       for (; s < steps.size(); ++s) {
         auto t0 = std::chrono::steady_clock::now();
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
@@ -632,6 +642,7 @@ bool Program::findNonFinite(const std::vector<const HostTensor *> &inputs,
 void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
 void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
 void Program::setCollectives(Collectives *c) { impl_->ctx.collectives = c; }
+void Program::setTrace(TraceRecorder *trace) { impl_->ctx.trace = trace; }
 void Program::setBatchShard(int64_t index, int64_t count) {
   impl_->ctx.batchShardIndex = index;
   impl_->ctx.batchShardCount = count;

@@ -135,9 +135,11 @@ std::unique_ptr<Kernel> makeAllReduceStart(const KernelSpec &spec) {
   const DType dtype = bucket.dtype;
   const CollectiveOp op = red.op;
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    // One input may be the bucket itself (in place): nothing to pack.
     char *dst = static_cast<char *>(out[0]);
     for (size_t k = 0; k < bytes.size(); ++k) {
-      std::memcpy(dst, in[k], bytes[k]);
+      if (in[k] != dst)
+        std::memmove(dst, in[k], bytes[k]);
       dst += bytes[k];
     }
     if (ctx.collectives)
@@ -190,8 +192,8 @@ std::unique_ptr<Kernel> makeAllReduceWait(const KernelSpec &spec) {
         const double inv = 1.0 / (double)ranks;
         for (size_t i = 0, e = bytes[k] / 8; i < e; ++i)
           d[i] = s[i] * inv;
-      } else {
-        std::memcpy(out[k], src, bytes[k]);
+      } else if (out[k] != src) {
+        std::memmove(out[k], src, bytes[k]);
       }
       src += bytes[k];
     }

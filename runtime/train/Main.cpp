@@ -24,6 +24,7 @@
 #include "kiln/comm/MeshCollectives.h"
 #include "ExportOnnx.h"
 #include "Log.h"
+#include "Profile.h"
 #include "Payload.h"
 #include "Sha256.h"
 #include "Util.h"
@@ -73,6 +74,11 @@ const char *kUsage =
     "  --ranks-per-node N       data-parallel runs all-reduce hierarchically\n"
     "                           over nodes of N ranks (default 0: the ranks\n"
     "                           sharing memory form a node)\n"
+    "  --profile FILE.json      a Chrome/Perfetto trace of kernels, collectives,\n"
+    "                           data loading and checkpoints (every rank), and\n"
+    "                           a summary in the log\n"
+    "  --profile-steps A:B      the steps it covers, A to B-1 (default: the ten\n"
+    "                           after the run's first)\n"
     "  --debug-nan              keep the parameters before each step so that a\n"
     "                           non-finite loss is traced on the exact step\n"
     "  --help                   this text\n";
@@ -89,6 +95,7 @@ struct Options {
   bool resume = false, debugNan = false;
   int64_t threads = 0;
   int64_t ranksPerNode = 0; // 0: the ranks sharing memory form a node
+  std::string profile, profileSteps;
 };
 
 // The largest step count: step numbers, epoch × steps-per-epoch and the
@@ -126,6 +133,8 @@ bool parseArgs(int argc, char **argv, Options &o) {
       .integer("--eval-every", o.evalEvery, 1, kNoMax)
       .integer("--threads", o.threads, 1, 1024)
       .integer("--ranks-per-node", o.ranksPerNode, 0, 1 << 20)
+      .text("--profile", o.profile)
+      .text("--profile-steps", o.profileSteps)
       .flag("--debug-nan", o.debugNan);
   try {
     if (!flags.parse(argc, argv, positional))
@@ -325,6 +334,11 @@ int runTraining(int argc, char **argv) {
       fail(err);
     if (!opt.metrics.empty() && opt.metrics == opt.exportOnnx)
       fail("--export-onnx " + opt.exportOnnx + ": it is also the --metrics file");
+    if (!opt.exportOnnx.empty())
+      inputs.push_back({opt.exportOnnx, "--export-onnx"});
+    if (!opt.profile.empty() &&
+        !rt::checkOutputPath("--profile", opt.profile, inputs, err))
+      fail(err);
   }
   if (!opt.exportOnnx.empty())
     checkExportable(payload.model, opt.exportOnnx);
@@ -440,11 +454,32 @@ int runTraining(int argc, char **argv) {
     log.message("checkpoint: " + path);
   };
 
+  // --profile: steps [A, B) of the run (default: the ten after its first).
+  std::unique_ptr<Profiler> profiler;
+  if (!opt.profile.empty()) {
+    int64_t a = std::min(first + 1, std::max<int64_t>(first, total - 1));
+    int64_t b = std::min(total, a + 10);
+    std::string err;
+    if (!opt.profileSteps.empty() && !parseProfileSteps(opt.profileSteps, a, b, err))
+      fail(err);
+    profiler = std::make_unique<Profiler>(opt.profile, a, b);
+    program->setTrace(&profiler->recorder());
+    collectives.setTrace(&profiler->recorder());
+  } else if (!opt.profileSteps.empty()) {
+    fail("--profile-steps needs --profile FILE.json");
+  }
+
   if (first < total) {
     Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total);
     auto last = std::chrono::steady_clock::now();
     for (int64_t s = first; s < total; ++s) {
+      if (profiler)
+        profiler->beginStep(s);
+      auto dataStart = rt::TraceRecorder::Clock::now();
       const std::vector<rt::HostTensor> &batch = prefetch.get(s);
+      if (profiler)
+        profiler->host("data (batch " + std::to_string(s) + ")", dataStart,
+                       rt::TraceRecorder::Clock::now());
       for (size_t k = 0; k < inputSource.size(); ++k)
         inputs[k] = inputSource[k] == -1   ? &lrT
                     : inputSource[k] == -2 ? &stepT
@@ -507,8 +542,15 @@ int runTraining(int argc, char **argv) {
         log.step(rec);
       }
       if (store && opt.checkpointEvery && (s + 1) % opt.checkpointEvery == 0 &&
-          more)
+          more) {
+        auto t0 = rt::TraceRecorder::Clock::now();
         saveCheckpoint(s + 1);
+        if (profiler)
+          profiler->host("checkpoint (step " + std::to_string(s + 1) + ")", t0,
+                         rt::TraceRecorder::Clock::now());
+      }
+      if (profiler)
+        profiler->endStep(s);
       // A signal stops every rank after the same step: the ranks agree on
       // it (a rank that went on alone would wait for the others forever).
       int stopSig = gStopSignal;
@@ -543,6 +585,14 @@ int runTraining(int argc, char **argv) {
   if (evaluator) {
     EvalResult r = evaluator->run(*program, std::max<int64_t>(first, total) - 1);
     log.message("eval: " + evalLine(r));
+  }
+  if (profiler) {
+    try {
+      for (const std::string &line : profiler->finish(world))
+        log.message(line);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
   }
   if (hierarchical && total > first) {
     // What the plan's collectives sent, by the algorithm's count

@@ -30,6 +30,7 @@
 # Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
 import argparse
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -222,6 +223,58 @@ def main():
             check(ok, "%s: %d step losses match the 1-rank run (%s)" % (tag, STEPS, why))
             ok, why = close_weights(ref_w, weights(out))
             check(ok, "%s: final weights match the 1-rank run (%s)" % (tag, why))
+
+    # --profile: the trace of a dp=2 run with many buckets (the GPT, 0.01 MiB)
+    # holds both ranks, each with kernels on its compute thread and
+    # collectives on its communication thread; some kernel runs while a
+    # bucket is in flight (the overlap), and the summary says how much.
+    gpt_b = os.path.join(w, "gpt-2b.train")
+    trace = os.path.join(w, "trace.json")
+    _, _, gdata = export(w, "gpt")
+    r = run(gpt_b, 2, gdata + ["--steps", "12", "--log-every", "0", "--profile", trace,
+                               "--profile-steps", "2:10"])
+    ok = r.returncode == 0 and os.path.exists(trace)
+    check(ok, "dp=2 --profile writes a trace", r.stderr[-300:])
+    if ok:
+        ev = json.load(open(trace))["traceEvents"]
+        x = [e for e in ev if e["ph"] == "X"]
+        pids = sorted(set(e["pid"] for e in x))
+        kernels = [e for e in x if e["cat"] == "kernel" and e["pid"] == 0 and
+                   not e["name"].startswith("all_reduce")]
+        buckets = [e for e in x if e["cat"] == "collective" and e["pid"] == 0]
+        steps = [e for e in x if e["cat"] == "step" and e["pid"] == 0]
+        during = sum(1 for b in buckets for k in kernels
+                     if b["ts"] < k["ts"] < b["ts"] + b["dur"])
+        check(pids == [0, 1] and len(steps) == 8 and buckets and
+              all(b["tid"] == 1 for b in buckets) and during > 0,
+              "the trace has both ranks, steps 2-9, buckets on the communication thread, "
+              "and %d kernel starts while a bucket is in flight" % during,
+              "pids %s, %d steps, %d buckets" % (pids, len(steps), len(buckets)))
+        check(re.search(r"profile: rank 1: communication [0-9.]+ ms per step, [0-9]+% of "
+                        r"it overlapped with compute", r.stdout) is not None,
+              "the summary gives each rank's overlap", r.stdout[-400:])
+    # One rank: the kernels account for the step (data loading and logging
+    # are the rest).
+    r = run(os.path.join(w, "gpt-1.train"), 1, gdata + [
+        "--steps", "12", "--log-every", "0", "--profile", trace])
+    if r.returncode == 0:
+        x = [e for e in json.load(open(trace))["traceEvents"] if e["ph"] == "X"]
+        k = sum(e["dur"] for e in x if e["cat"] == "kernel")
+        st = sum(e["dur"] for e in x if e["cat"] == "step")
+        check(0.6 <= k / st <= 1.0, "1 rank: the kernels take %.0f%% of the profiled "
+              "steps' time" % (100 * k / st))
+    else:
+        check(False, "1-rank --profile", r.stderr[-300:])
+    r = run(os.path.join(w, "gpt-1.train"), 1, gdata + ["--steps", "2", "--profile-steps",
+                                                        "5:3"])
+    check(r.returncode == 1 and r.stderr.strip().endswith(
+        "--profile-steps needs --profile FILE.json"), "--profile-steps alone is refused",
+        r.stderr)
+    r = run(os.path.join(w, "gpt-1.train"), 1, gdata + ["--steps", "2", "--profile", trace,
+                                                        "--profile-steps", "5:3"])
+    check(r.returncode == 1 and r.stderr.strip().endswith(
+        "--profile-steps needs A:B with 0 <= A < B (steps A to B-1), got '5:3'"),
+        "--profile-steps 5:3 is refused", r.stderr)
 
     # BatchNorm: each rank normalizes by its own batch's statistics and keeps
     # rank 0's running statistics, as PyTorch DDP does; DDP (gloo) is the

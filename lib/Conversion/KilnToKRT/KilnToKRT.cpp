@@ -301,10 +301,15 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
     // A bucket: the start packs its inputs into one buffer (the bucket in
     // flight, which the communicator writes until the wait); the wait
     // unpacks it into a buffer per result.
+    // A bucket of one tensor has that tensor's shape and may take its
+    // buffer (in place): no packing, no unpacking.
     if (auto start = dyn_cast<kiln::dist::AllReduceStartOp>(op)) {
       auto t = start.getBucket().getType();
+      bool single = start.getInputs().size() == 1;
       auto alloc = kiln::krt::AllocOp::create(
-          b, loc, MemRefType::get({t.getSize()}, t.getElementType()),
+          b, loc,
+          single ? bufferType(start.getInputs()[0].getType())
+                 : MemRefType::get({t.getSize()}, t.getElementType()),
           IntegerAttr());
       map.map(start.getBucket(), alloc.getResult());
       SmallVector<Value> ins;
@@ -312,7 +317,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
         ins.push_back(map.lookupOrDefault(v));
       kiln::krt::LaunchOp::create(b, loc, "all_reduce_start", ins,
                                   ValueRange{alloc.getResult()},
-                                  *collectiveParams(&op), /*inPlace=*/false,
+                                  *collectiveParams(&op), /*inPlace=*/single,
                                   /*stream=*/0);
       ++numLaunches;
       continue;
@@ -328,7 +333,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       kiln::krt::LaunchOp::create(b, loc, "all_reduce_wait",
                                   ValueRange{map.lookupOrDefault(wait.getBucket())},
                                   outs, *collectiveParams(&op),
-                                  /*inPlace=*/false, /*stream=*/0);
+                                  /*inPlace=*/outs.size() == 1, /*stream=*/0);
       ++numLaunches;
       continue;
     }

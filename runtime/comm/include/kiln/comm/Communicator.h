@@ -24,6 +24,7 @@
 
 #include "kiln/runtime/DType.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -53,8 +54,15 @@ public:
   /// Blocks until it completes; throws CommError when it failed or did not
   /// complete within the communicator's timeout.
   void wait();
+  /// As wait(), for a communicator's own worker thread: its wait is not
+  /// compute standing still, so the backend keeps polling gently (a caller
+  /// blocked in wait() makes the MPI engine poll without pausing).
+  void waitInBackground();
+  /// When it completed (now, if it has not or the handle is empty).
+  std::chrono::steady_clock::time_point finishedAt() const;
 
 private:
+  void waitImpl(bool counted);
   std::shared_ptr<State> state_;
 };
 
@@ -77,6 +85,11 @@ public:
   virtual const std::string &name() const = 0;
   /// The backend: "self" or "mpi".
   virtual const char *backend() const = 0;
+  /// The count of threads blocked in Handle::wait() on this backend's
+  /// operations (its progress engine polls harder while it is non-zero);
+  /// null when the backend has no engine. A communicator built on another
+  /// (hierarchical) gives its handles the other's counter.
+  virtual std::atomic<int> *progressWaiters() { return nullptr; }
 
   /// recv[i] = op over ranks of send[i], i < count. send == recv is allowed.
   virtual Handle allReduce(const void *send, void *recv, size_t count,

@@ -12,6 +12,7 @@
 #include "kiln/comm/Communicator.h"
 #include "kiln/comm/Compression.h"
 #include "kiln/runtime/Collectives.h"
+#include "kiln/runtime/Trace.h"
 
 #include <map>
 #include <memory>
@@ -20,17 +21,23 @@ namespace kiln::comm {
 
 class MeshCollectives final : public rt::Collectives {
 public:
+  using Clock = rt::TraceRecorder::Clock;
+
   /// `comm` (not owned) is this rank's group along mesh axis `name`.
   void addAxis(const std::string &name, Communicator &comm) { axes_[name] = &comm; }
+  /// Records every collective, from its start to its completion, on the
+  /// trace's communication thread while it is enabled. Not owned.
+  void setTrace(rt::TraceRecorder *trace) { trace_ = trace; }
 
   int groupSize(const std::string &axis) override { return get(axis).size(); }
 
   void allReduce(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, rt::CollectiveOp op) override {
-    ReduceOp r = op == rt::CollectiveOp::Max   ? ReduceOp::Max
-                 : op == rt::CollectiveOp::Min ? ReduceOp::Min
-                                               : ReduceOp::Sum;
-    get(axis).allReduce(buf, buf, count, dtype, r).wait();
+    auto t0 = Clock::now();
+    get(axis).allReduce(buf, buf, count, dtype, reduceOp(op)).wait();
+    auto t1 = Clock::now();
+    note("all_reduce", axis, count, dtype, t0, t1);
+    waited("all_reduce", t0, t1);
   }
 
   void allReduceCompressed(const std::string &axis, int key, float *buf,
@@ -38,10 +45,14 @@ public:
     Compression kind;
     if (!parseCompression(compression, kind))
       throw CommError("unknown gradient compression '" + compression + "'");
+    auto t0 = Clock::now();
     auto &slot = reducers_[{axis, compression}];
     if (!slot)
       slot = std::make_unique<CompressedAllReducer>(get(axis), kind);
     slot->allReduceSum(key, buf, count);
+    auto t1 = Clock::now();
+    note("all_reduce (" + compression + ")", axis, count, rt::DType::F32, t0, t1);
+    waited("all_reduce (" + compression + ")", t0, t1);
   }
 
   /// An uncompressed bucket goes to the communicator, which progresses it on
@@ -54,31 +65,67 @@ public:
       allReduceCompressed(axis, key, static_cast<float *>(buf), count, compression);
       return;
     }
-    ReduceOp r = op == rt::CollectiveOp::Max   ? ReduceOp::Max
-                 : op == rt::CollectiveOp::Min ? ReduceOp::Min
-                                               : ReduceOp::Sum;
-    auto [it, fresh] = inflight_.emplace(buf, Handle());
+    auto [it, fresh] = inflight_.emplace(buf, InFlight());
     if (!fresh)
       throw CommError("all_reduce_start on '" + axis + "': this bucket is "
                       "already in flight");
-    it->second = get(axis).allReduce(buf, buf, count, dtype, r);
+    it->second.started = Clock::now();
+    it->second.axis = axis;
+    it->second.count = count;
+    it->second.dtype = dtype;
+    it->second.handle = get(axis).allReduce(buf, buf, count, dtype, reduceOp(op));
   }
 
   void waitAllReduce(void *buf) override {
     auto it = inflight_.find(buf);
     if (it == inflight_.end())
       return; // ran to the end in startAllReduce
-    Handle h = std::move(it->second);
+    InFlight f = std::move(it->second);
     inflight_.erase(it);
-    h.wait();
+    auto t0 = Clock::now();
+    f.handle.wait();
+    waited("wait for bucket", t0, Clock::now());
+    note("bucket all_reduce", f.axis, f.count, f.dtype, f.started,
+         f.handle.finishedAt());
   }
 
   void broadcast(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, int root) override {
+    auto t0 = Clock::now();
     get(axis).broadcast(buf, count, dtype, root).wait();
+    auto t1 = Clock::now();
+    note("broadcast", axis, count, dtype, t0, t1);
+    waited("broadcast", t0, t1);
   }
 
 private:
+  struct InFlight {
+    Handle handle;
+    Clock::time_point started;
+    std::string axis;
+    size_t count = 0;
+    rt::DType dtype = rt::DType::F32;
+  };
+
+  static ReduceOp reduceOp(rt::CollectiveOp op) {
+    return op == rt::CollectiveOp::Max   ? ReduceOp::Max
+           : op == rt::CollectiveOp::Min ? ReduceOp::Min
+                                         : ReduceOp::Sum;
+  }
+  void note(const std::string &what, const std::string &axis, size_t count,
+            rt::DType dtype, Clock::time_point start, Clock::time_point end) {
+    if (trace_ && trace_->enabled())
+      trace_->record(what, "collective", rt::TraceThread::Communication, start,
+                     end,
+                     {{"axis", axis},
+                      {"bytes", std::to_string(count * rt::dtypeSize(dtype))}});
+  }
+  /// The caller (compute) stood still in [start, end) for communication.
+  void waited(const std::string &what, Clock::time_point start,
+              Clock::time_point end) {
+    if (trace_ && trace_->enabled())
+      trace_->record(what, "wait", rt::TraceThread::Compute, start, end);
+  }
   Communicator &get(const std::string &axis) {
     auto it = axes_.find(axis);
     if (it == axes_.end())
@@ -87,9 +134,10 @@ private:
     return *it->second;
   }
   std::map<std::string, Communicator *> axes_;
-  std::map<void *, Handle> inflight_; // buckets started, not yet waited for
+  std::map<void *, InFlight> inflight_; // buckets started, not yet waited for
   std::map<std::pair<std::string, std::string>, std::unique_ptr<CompressedAllReducer>>
       reducers_;
+  rt::TraceRecorder *trace_ = nullptr;
 };
 
 } // namespace kiln::comm

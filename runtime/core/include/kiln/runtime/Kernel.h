@@ -16,6 +16,7 @@
 #include "kiln/runtime/Collectives.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/Tensor.h"
+#include "kiln/runtime/Trace.h"
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +108,9 @@ struct ExecContext {
   /// is indexed by element (dropout) number elements in the whole batch, so
   /// N ranks draw the 1-rank run's masks.
   int64_t batchShardIndex = 0, batchShardCount = 1;
+  /// Where the executor records each kernel it runs while the recorder is
+  /// enabled (kiln-train --profile); null: nothing is recorded.
+  TraceRecorder *trace = nullptr;
 };
 
 class Kernel {

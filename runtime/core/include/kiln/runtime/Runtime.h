@@ -23,6 +23,7 @@ namespace kiln::rt {
 constexpr uint32_t kPlanVersion = 1;
 
 class Collectives;
+class TraceRecorder;
 class Device;
 class KernelRegistry;
 class ProgramImpl;
@@ -129,6 +130,10 @@ public:
   /// This rank holds slice `index` of `count` of every batch along axis 0
   /// (ExecContext::batchShardIndex); 0 of 1 by default.
   void setBatchShard(int64_t index, int64_t count);
+  /// Records every kernel a run executes while `trace` is enabled (its
+  /// name, the ONNX node, the step index); null (the default) records
+  /// nothing. Not owned; must outlive runs.
+  void setTrace(TraceRecorder *trace);
   uint64_t seed() const;
   uint64_t step() const;
 

@@ -1,0 +1,160 @@
+//===- Trace.cpp - a per-rank trace of kernels and collectives --*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "kiln/runtime/Trace.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kiln::rt {
+
+TraceRecorder::TraceRecorder() : steadyEpoch_(Clock::now()) {
+  wallEpochUs_ = std::chrono::duration<double, std::micro>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+}
+
+double TraceRecorder::toUs(Clock::time_point t) const {
+  return wallEpochUs_ +
+         std::chrono::duration<double, std::micro>(t - steadyEpoch_).count();
+}
+
+void TraceRecorder::record(std::string name, std::string category,
+                           TraceThread thread, Clock::time_point start,
+                           Clock::time_point end,
+                           std::vector<std::pair<std::string, std::string>> args) {
+  if (!enabled_)
+    return;
+  TraceEvent e;
+  e.name = std::move(name);
+  e.category = std::move(category);
+  e.thread = thread;
+  e.startUs = toUs(start);
+  e.durationUs = std::max(0.0, toUs(end) - e.startUs);
+  e.args = std::move(args);
+  std::lock_guard<std::mutex> lock(m_);
+  events_.push_back(std::move(e));
+}
+
+std::vector<TraceEvent> TraceRecorder::events() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return events_;
+}
+
+void TraceRecorder::clear() {
+  std::lock_guard<std::mutex> lock(m_);
+  events_.clear();
+}
+
+namespace {
+
+void appendEscaped(std::string &out, const std::string &s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += (char)c;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += (char)c;
+    }
+  }
+  out += '"';
+}
+
+const char *threadName(TraceThread t) {
+  switch (t) {
+  case TraceThread::Compute: return "compute";
+  case TraceThread::Communication: return "communication";
+  case TraceThread::Host: return "host (data, checkpoints)";
+  }
+  return "?";
+}
+
+} // namespace
+
+std::string TraceRecorder::chromeEvents(int pid,
+                                        const std::string &processName) const {
+  std::string out;
+  const std::string p = std::to_string(pid);
+  out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + p +
+         ",\"tid\":0,\"args\":{\"name\":";
+  appendEscaped(out, processName);
+  out += "}}";
+  for (TraceThread t : {TraceThread::Compute, TraceThread::Communication,
+                        TraceThread::Host}) {
+    out += ",{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + p +
+           ",\"tid\":" + std::to_string((int)t) + ",\"args\":{\"name\":";
+    appendEscaped(out, threadName(t));
+    out += "}}";
+  }
+  char num[64];
+  for (const TraceEvent &e : events()) {
+    out += ",{\"ph\":\"X\",\"name\":";
+    appendEscaped(out, e.name);
+    out += ",\"cat\":";
+    appendEscaped(out, e.category);
+    std::snprintf(num, sizeof num, ",\"ts\":%.3f,\"dur\":%.3f", e.startUs,
+                  e.durationUs);
+    out += num;
+    out += ",\"pid\":" + p + ",\"tid\":" + std::to_string((int)e.thread);
+    out += ",\"args\":{";
+    for (size_t k = 0; k < e.args.size(); ++k) {
+      if (k)
+        out += ',';
+      appendEscaped(out, e.args[k].first);
+      out += ':';
+      appendEscaped(out, e.args[k].second);
+    }
+    out += "}}";
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<std::pair<double, double>>
+merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (auto [a, b] : v) {
+    if (!(b > a))
+      continue;
+    if (!out.empty() && a <= out.back().second)
+      out.back().second = std::max(out.back().second, b);
+    else
+      out.push_back({a, b});
+  }
+  return out;
+}
+
+} // namespace
+
+double unionLength(std::vector<std::pair<double, double>> intervals) {
+  double total = 0;
+  for (auto [a, b] : merged(std::move(intervals)))
+    total += b - a;
+  return total;
+}
+
+double uncoveredLength(std::vector<std::pair<double, double>> intervals,
+                       std::vector<std::pair<double, double>> holes) {
+  auto in = merged(std::move(intervals));
+  auto out = merged(std::move(holes));
+  double total = 0;
+  size_t h = 0;
+  for (auto [a, b] : in) {
+    double covered = 0;
+    while (h < out.size() && out[h].second <= a)
+      ++h;
+    for (size_t k = h; k < out.size() && out[k].first < b; ++k)
+      covered += std::min(b, out[k].second) - std::max(a, out[k].first);
+    total += (b - a) - covered;
+  }
+  return total;
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,84 @@
+//===- Trace.h - a per-rank trace of kernels and collectives ----*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// TraceRecorder collects complete events ("X" in the Chrome trace format:
+// a name, a category, a thread, a start and a duration) while it is
+// enabled: the executor records each kernel it runs (ExecContext::trace),
+// runtime/comm each collective from its start to its completion, kiln-train
+// data loading and checkpoints. kiln-train --profile writes them as a
+// Chrome/Perfetto trace, one process per rank (docs/Training.md).
+//
+// Times are microseconds on the wall clock, so that the ranks of one job
+// line up in one trace; durations come from the steady clock.
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_TRACE_H
+#define KILN_RUNTIME_TRACE_H
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::rt {
+
+/// The threads of a rank's trace.
+enum class TraceThread : int { Compute = 0, Communication = 1, Host = 2 };
+
+struct TraceEvent {
+  std::string name, category;
+  TraceThread thread = TraceThread::Compute;
+  double startUs = 0, durationUs = 0;
+  /// Extra fields for "args", as (key, value) strings.
+  std::vector<std::pair<std::string, std::string>> args;
+};
+
+class TraceRecorder {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  TraceRecorder();
+
+  /// Events are kept only while enabled (kiln-train: the --profile-steps).
+  bool enabled() const { return enabled_; }
+  void setEnabled(bool on) { enabled_ = on; }
+
+  /// Microseconds of the trace's time axis at `t`.
+  double toUs(Clock::time_point t) const;
+  double nowUs() const { return toUs(Clock::now()); }
+
+  /// Records [start, end) when enabled. Thread-safe.
+  void record(std::string name, std::string category, TraceThread thread,
+              Clock::time_point start, Clock::time_point end,
+              std::vector<std::pair<std::string, std::string>> args = {});
+
+  /// A copy of the events so far (thread-safe).
+  std::vector<TraceEvent> events() const;
+  void clear();
+
+  /// The events as Chrome trace JSON objects, comma-separated (no brackets),
+  /// with process `pid` named `processName` and its threads named.
+  std::string chromeEvents(int pid, const std::string &processName) const;
+
+private:
+  bool enabled_ = false;
+  Clock::time_point steadyEpoch_;
+  double wallEpochUs_ = 0;
+  mutable std::mutex m_;
+  std::vector<TraceEvent> events_;
+};
+
+/// Total length of the union of `intervals` ([start, end) pairs) not covered
+/// by the union of `holes`. With communication intervals and the intervals
+/// in which compute waited for communication, it is the communication time
+/// hidden behind compute.
+double uncoveredLength(std::vector<std::pair<double, double>> intervals,
+                       std::vector<std::pair<double, double>> holes);
+
+/// Total length of the union of `intervals`.
+double unionLength(std::vector<std::pair<double, double>> intervals);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_TRACE_H
