@@ -30,6 +30,11 @@ struct Handle::State {
 /// A fresh state describing `op` on `c`.
 std::shared_ptr<Handle::State> newState(const Communicator &c,
                                         const std::string &op, size_t bytes);
+/// What a timed-out wait appends to its error: the MPI backend names the
+/// ranks that do not answer or are behind (Engine::diagnose). Set once, by
+/// the backend that makes the world.
+void setStuckRankDiagnosis(std::function<std::string()> f);
+
 /// Marks `s` done (with `error` when it failed) and wakes its waiters.
 void complete(Handle::State &s, std::string error = {});
 /// Bytes one rank sends in a bandwidth-optimal ring over n ranks for a

@@ -31,6 +31,13 @@ std::chrono::milliseconds Communicator::defaultTimeout() {
   return std::chrono::seconds(600);
 }
 
+namespace {
+std::function<std::string()> &stuckRankDiagnosis() {
+  static std::function<std::string()> f;
+  return f;
+}
+} // namespace
+
 bool Handle::done() const {
   if (!state_)
     return true;
@@ -73,12 +80,17 @@ void Handle::waitImpl(bool counted) {
       s.onTimeout();
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", secs);
-    throw CommError(what + ": not complete after " + buf +
-                    " s: a rank of the group is stuck or gone "
-                    "(KILN_COMM_TIMEOUT sets the limit in seconds)");
+    std::string who = stuckRankDiagnosis() ? stuckRankDiagnosis()() : "";
+    throw CommError(what + ": not complete after " + buf + " s: " +
+                    (who.empty() ? "a rank of the group is stuck or gone" : who) +
+                    " (KILN_COMM_TIMEOUT sets the limit in seconds)");
   }
   if (!s.error.empty())
     throw CommError(s.what + ": " + s.error);
+}
+
+void setStuckRankDiagnosis(std::function<std::string()> f) {
+  stuckRankDiagnosis() = std::move(f);
 }
 
 std::shared_ptr<Handle::State> newState(const Communicator &c,

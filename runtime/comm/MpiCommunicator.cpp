@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -111,14 +112,79 @@ public:
   /// Runs `start` on the engine thread; it returns the request to drive
   /// (MPI_REQUEST_NULL: already complete) or sets `err`.
   using Start = std::function<MPI_Request(std::string &err)>;
-  void submit(std::shared_ptr<Handle::State> st, Start start) {
+  void submit(std::shared_ptr<Handle::State> st, Start start,
+              bool counted = true) {
     st->onTimeout = [this] { broken_ = true; };
     st->waiters = &waiters_;
     {
       std::lock_guard<std::mutex> lock(m_);
-      queue_.push_back({std::move(st), std::move(start)});
+      queue_.push_back({std::move(st), std::move(start), counted});
     }
     cv_.notify_all();
+  }
+
+  /// After a collective timed out: asks every other rank's engine how many
+  /// operations it has started and whether its compute waits on the
+  /// communicator, for `patience`, and names the ranks that do not answer or
+  /// are behind. Empty when it learns nothing.
+  std::string diagnose(std::chrono::milliseconds patience) {
+    if (probeComm_ == MPI_COMM_NULL || worldSize_ < 2)
+      return "";
+    const int64_t mine = started_.load();
+    struct Probe {
+      int ask = 0;
+      int64_t answer[2] = {-1, 0};
+      std::shared_ptr<Handle::State> st;
+    };
+    std::vector<std::shared_ptr<Probe>> probes(worldSize_);
+    for (int p = 0; p < worldSize_; ++p) {
+      if (p == worldRank_)
+        continue;
+      auto pr = std::make_shared<Probe>();
+      pr->st = std::make_shared<Handle::State>();
+      pr->st->what = "probe of rank " + std::to_string(p);
+      probes[p] = pr;
+      submit(pr->st, [this, pr, p](std::string &err) {
+        MPI_Request s = MPI_REQUEST_NULL, r = MPI_REQUEST_NULL;
+        int rc = MPI_Isend(&pr->ask, 1, MPI_INT, p, kProbeTag, probeComm_, &s);
+        if (rc == MPI_SUCCESS)
+          MPI_Request_free(&s);
+        if (rc == MPI_SUCCESS)
+          rc = MPI_Irecv(pr->answer, 2, MPI_INT64_T, p, kReplyTag, probeComm_, &r);
+        if (rc != MPI_SUCCESS)
+          err = mpiError(rc);
+        return r;
+      }, /*counted=*/false);
+    }
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    auto allDone = [&] {
+      for (auto &pr : probes)
+        if (pr && !Handle(pr->st).done())
+          return false;
+      return true;
+    };
+    while (!allDone() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string out;
+    auto add = [&](const std::string &s) { out += (out.empty() ? "" : "; ") + s; };
+    for (int p = 0; p < worldSize_; ++p) {
+      if (!probes[p])
+        continue;
+      Handle h(probes[p]->st);
+      if (!h.done() || probes[p]->answer[0] < 0) {
+        add("rank " + std::to_string(p) + " does not answer (stopped or gone)");
+        continue;
+      }
+      int64_t theirs = probes[p]->answer[0];
+      if (theirs < mine)
+        add("rank " + std::to_string(p) + " is behind: it has started " +
+            std::to_string(theirs) + " operations, this rank " +
+            std::to_string(mine) + ", and it is " +
+            (probes[p]->answer[1] ? "waiting on another one"
+                                  : "not waiting on the communicator (stuck "
+                                    "in compute or I/O)"));
+    }
+    return out;
   }
 
   MPI_Op op(rt::DType t, ReduceOp o) {
@@ -133,11 +199,29 @@ private:
   struct Pending {
     std::shared_ptr<Handle::State> st;
     Start start;
+    bool counted = true; // false for the probes
   };
   struct InFlight {
     MPI_Request req;
     std::shared_ptr<Handle::State> st;
   };
+
+  /// Answers another rank's probe, if one came: {started, waiting}.
+  void answerProbe() {
+    if (probeReq_ == MPI_REQUEST_NULL)
+      return;
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Test(&probeReq_, &flag, &status) != MPI_SUCCESS || !flag)
+      return;
+    replies_.push_back({started_.load(), waiters_.load() > 0 ? 1 : 0});
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (MPI_Isend(replies_.back().data(), 2, MPI_INT64_T, status.MPI_SOURCE,
+                  kReplyTag, probeComm_, &r) == MPI_SUCCESS)
+      MPI_Request_free(&r);
+    MPI_Irecv(&probeIn_, 1, MPI_INT, MPI_ANY_SOURCE, kProbeTag, probeComm_,
+              &probeReq_);
+  }
 
   void run(std::promise<std::string> &ready) {
     int provided = 0;
@@ -148,6 +232,11 @@ private:
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &worldRank_);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &probeComm_) == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(probeComm_, MPI_ERRORS_RETURN);
+      MPI_Irecv(&probeIn_, 1, MPI_INT, MPI_ANY_SOURCE, kProbeTag, probeComm_,
+                &probeReq_);
+    }
     MPI_Comm_size(MPI_COMM_WORLD, &worldSize_);
     MPI_Op_create(&halfOp<rt::halfToFloat, rt::floatToHalf, 0>, 1, &halfOps_[0]);
     MPI_Op_create(&halfOp<rt::halfToFloat, rt::floatToHalf, 1>, 1, &halfOps_[1]);
@@ -164,7 +253,9 @@ private:
       {
         std::unique_lock<std::mutex> lock(m_);
         if (queue_.empty() && inflight.empty())
-          cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+          // Idle: wake every 10 ms to answer probes from other ranks.
+          cv_.wait_for(lock, std::chrono::milliseconds(10),
+                       [&] { return stop_ || !queue_.empty(); });
         else if (queue_.empty() && waiters_.load() == 0)
           // Operations in flight while the callers compute: poll every
           // 50 us, leaving the cores to them. With a caller blocked in
@@ -184,12 +275,15 @@ private:
       }
       for (Pending &p : batch) {
         std::string err;
+        if (p.counted)
+          ++started_;
         MPI_Request req = p.start(err);
         if (!err.empty() || req == MPI_REQUEST_NULL)
           complete(*p.st, err);
         else
           inflight.push_back({req, std::move(p.st)});
       }
+      answerProbe();
       for (size_t i = 0; i < inflight.size();) {
         int flag = 0;
         int rc = MPI_Test(&inflight[i].req, &flag, MPI_STATUS_IGNORE);
@@ -201,6 +295,10 @@ private:
           ++i;
         }
       }
+    }
+    if (probeReq_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&probeReq_);
+      MPI_Request_free(&probeReq_);
     }
     if (broken_ || !inflight.empty()) {
       // A collective never completed: finalizing would wait for it forever.
@@ -220,6 +318,17 @@ private:
   bool stop_ = false;
   std::atomic<bool> broken_{false};
   std::atomic<int> waiters_{0};
+  /// Operations this process has started (probes excluded): ranks running
+  /// the same program start the same ones in the same order, so a rank
+  /// with fewer is behind.
+  std::atomic<int64_t> started_{0};
+  // The probe service: a duplicate of the world on which every engine
+  // answers "how far are you" (kProbeTag) with {started, waiting}.
+  static constexpr int kProbeTag = 7001, kReplyTag = 7002;
+  MPI_Comm probeComm_ = MPI_COMM_NULL;
+  MPI_Request probeReq_ = MPI_REQUEST_NULL;
+  int probeIn_ = 0;
+  std::deque<std::array<int64_t, 2>> replies_; // alive while their sends are
   int worldRank_ = 0, worldSize_ = 1;
   MPI_Op halfOps_[3], bf16Ops_[3];
 };
@@ -419,6 +528,11 @@ void abortMpiWorld(Communicator &world, int code) {
 
 std::unique_ptr<Communicator> makeMpiWorld() {
   auto engine = std::make_shared<Engine>();
+  std::weak_ptr<Engine> weak = engine;
+  setStuckRankDiagnosis([weak] {
+    auto e = weak.lock();
+    return e ? e->diagnose(std::chrono::seconds(2)) : std::string();
+  });
   return std::make_unique<MpiCommunicator>(engine, MPI_COMM_WORLD,
                                            engine->worldRank(),
                                            engine->worldSize(), "world");

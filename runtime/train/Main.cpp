@@ -43,6 +43,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <thread>
 
 using namespace kiln;
 using namespace kiln::train;
@@ -469,10 +470,26 @@ int runTraining(int argc, char **argv) {
     fail("--profile-steps needs --profile FILE.json");
   }
 
+  // Fault injection for the tests: KILN_FAULT_STALL=R:S makes rank R stop
+  // before step S as if stuck in compute (the others' collectives then time
+  // out and name it).
+  int64_t stallRank = -1, stallStep = -1;
+  if (const char *f = std::getenv("KILN_FAULT_STALL")) {
+    long long r = -1, st = -1;
+    char extra = 0;
+    if (std::sscanf(f, "%lld:%lld%c", &r, &st, &extra) != 2 || r < 0 || st < 0)
+      fail("KILN_FAULT_STALL needs RANK:STEP, got '" + std::string(f) + "'");
+    stallRank = r;
+    stallStep = st;
+  }
+
   if (first < total) {
     Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total);
     auto last = std::chrono::steady_clock::now();
     for (int64_t s = first; s < total; ++s) {
+      if (stallRank == rank && stallStep == s)
+        while (true)
+          std::this_thread::sleep_for(std::chrono::seconds(1));
       if (profiler)
         profiler->beginStep(s);
       auto dataStart = rt::TraceRecorder::Clock::now();

@@ -25,7 +25,8 @@
 #     uninterrupted run's losses;
 #   - a run on the wrong number of ranks, and one whose ranks cannot read
 #     their data, end with one line and a failing exit status, without a
-#     hang; a rank SIGKILLed mid-run ends the job, and mpirun names it.
+#     hang; a rank SIGKILLed mid-run ends the job, and mpirun names it; a
+#     rank stuck in compute or stopped is named by the others' timeout.
 #
 # Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
 import argparse
@@ -399,6 +400,31 @@ def main():
     check(r.returncode != 0 and "rank 1" in r.stderr and "signal 9" in r.stderr and took < 60,
           "a rank killed mid-run ends the job, named, without a hang (%.0f s)" % took,
           r.stderr[-400:])
+
+    # A rank that stops answering: the others' collective times out
+    # (KILN_COMM_TIMEOUT=3) and the error names it, from the probe every
+    # rank's engine answers. Stuck in compute (fault injection: rank 1
+    # stalls before step 3): it answers, behind. Stopped (SIGSTOP): it does
+    # not answer.
+    env = dict(ENV, KILN_COMM_TIMEOUT="3", KILN_FAULT_STALL="1:3")
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", two] + data +
+                       ["--steps", "10", "--log-every", "0", "--threads", "1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    check(r.returncode != 0 and re.search(
+        r"not complete after 3 s: rank 1 is behind: it has started \d+ operations, this "
+        r"rank \d+, and it is not waiting on the communicator \(stuck in compute or I/O\)",
+        r.stderr) is not None, "a rank stuck in compute is named when the others time out",
+        r.stderr[-500:])
+    script = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 1.5; kill -STOP $$) & fi; '
+              'exec "$@"')
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", "sh", "-c", script, "sh",
+                        two] + data + ["--steps", "1000000", "--log-every", "0",
+                                       "--threads", "1"],
+                       capture_output=True, text=True, env=dict(ENV, KILN_COMM_TIMEOUT="3"),
+                       timeout=120)
+    check(r.returncode != 0 and "not complete after 3 s: rank 1 does not answer (stopped "
+          "or gone)" in r.stderr, "a stopped rank is named when the others time out",
+          r.stderr[-500:])
 
     print("%d failed" % len(FAILED))
     return 1 if FAILED else 0

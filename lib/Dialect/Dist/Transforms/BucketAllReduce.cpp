@@ -160,6 +160,7 @@ struct BucketAllReducePass
       return a.def < b.def;
     });
 
+    int bucketIndex = 0;
     for (Bucket &b : closed) {
       OpBuilder builder(&getContext());
       // Right after the last tensor is computed, after the starts already
@@ -180,12 +181,14 @@ struct BucketAllReducePass
       }
       auto bucketType = BucketType::get(&getContext(), elements,
                                         tensorOf(lead).getElementType());
+      // One tensor: its own location; several: the bucket, named (a fused
+      // location would list every gradient in each error and trace).
       Location loc = b.members.size() == 1
                          ? lead.getLoc()
-                         : builder.getFusedLoc(llvm::to_vector(llvm::map_range(
-                               b.members, [](Member &m) {
-                                 return m.op.getLoc();
-                               })));
+                         : Location(NameLoc::get(builder.getStringAttr(
+                               "bucket " + std::to_string(bucketIndex) + " (" +
+                               std::to_string(b.members.size()) + " tensors)")));
+      ++bucketIndex;
       auto start = AllReduceStartOp::create(
           builder, loc, bucketType, inputs, lead.getGridAttr(),
           lead.getGridAxesAttr(),
