@@ -12,8 +12,9 @@
 #   /usr/bin/python3 bench/data_parallel.py [--bin build/bin] [--steps 40]
 #       [--models mlp_wide,gpt]
 #
-# Kiln at dp=2 runs once per --bucket-mb (default 0, 25 and 4: synchronous
-# all-reduces, DDP's bucket size, smaller buckets); "hidden" is the share of
+# Kiln at dp=2 runs once per variant (default 0, 25 and 4: --bucket-mb of
+# synchronous all-reduces, DDP's bucket size, smaller buckets; 25z: 25 with
+# --zero 1, the optimizer state sharded); "hidden" is the share of
 # rank 0's communication time overlapped with compute, from kiln-train
 # --profile (steps 10-19; target >= 80%).
 # Kiln's time is rank 0's median step_ms (--metrics); DDP's is rank 0's
@@ -77,7 +78,7 @@ def ddp_worker(rank, world, name, batch, steps, port, out):
     dist.destroy_process_group()
 
 
-def kiln_ms(a, work, name, batch, steps, dp, bucket_mb=None):
+def kiln_ms(a, work, name, batch, steps, dp, flags=()):
     """Rank 0's median step ms and, at dp > 1, the share of communication
     hidden behind compute (rank 0's --profile summary, steps 10-19)."""
     torch.manual_seed(0)
@@ -93,8 +94,7 @@ def kiln_ms(a, work, name, batch, steps, dp, bucket_mb=None):
     np.save(os.path.join(work, "y.npy"), y)
     exe = os.path.join(work, "%s-%d.train" % (name, dp))
     mesh = ["--mesh", "dp=%d" % dp] if dp > 1 else []
-    if bucket_mb is not None:
-        mesh += ["--bucket-mb", str(bucket_mb)]
+    mesh += list(flags)
     subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
                     "--batch-size", str(batch), "--loss", "cross-entropy",
                     "--optimizer", "adam", "--lr", "0.001"] + mesh,
@@ -120,8 +120,9 @@ def main():
     p.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bin"))
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--models", default="mlp_wide,gpt")
-    p.add_argument("--bucket-mb", default="0,25,4",
-                   help="Kiln dp=2 runs, one per --bucket-mb (0: synchronous)")
+    p.add_argument("--variants", default="0,25,4,25z",
+                   help="Kiln dp=2 runs: --bucket-mb values (0: synchronous); a "
+                        "trailing z adds --zero 1")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="kiln-bench-dp-")
     print("%-9s %6s %8s %10s %10s %10s %9s %9s" % (
@@ -133,8 +134,9 @@ def main():
         out = os.path.join(work, name + "-ddp.json")
         mp.spawn(ddp_worker, args=(2, name, batch, a.steps, 29500 + i, out), nprocs=2)
         ddp = float(np.median(json.load(open(out))[10:]))
-        for mb in a.bucket_mb.split(","):
-            two, hidden = kiln_ms(a, work, name, batch, a.steps, 2, float(mb))
+        for mb in a.variants.split(","):
+            flags = ["--bucket-mb", mb.rstrip("z")] + (["--zero", "1"] if mb.endswith("z") else [])
+            two, hidden = kiln_ms(a, work, name, batch, a.steps, 2, flags)
             print("%-9s %6d %8s %10.2f %10.2f %10.2f %9.2f %9.2f  %s" %
                   (name, batch, mb, one, two, ddp, one / two, two / ddp,
                    "-" if hidden is None else "%.0f%%" % hidden), flush=True)

@@ -216,6 +216,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
     oo.clipNorm = opts.clipNorm;
     if (attachOptimizer)
       pm.addPass(createKilnAttachOptimizerPass(oo));
+    if (attachOptimizer && opts.dp > 1 && opts.zero > 0) {
+      KilnZeroPassOptions zo;
+      zo.stage = opts.zero;
+      pm.addPass(createKilnZeroPass(zo));
+    }
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     // Buckets once the optimizer reads the gradients: each waits where the
@@ -324,8 +329,24 @@ bool kiln::compileONNXToTraining(const std::string &path,
                           {key(K::ScheduleMinLr), opts.minLr}}},
       {key(K::LrInput), kLrInputName},
       {key(K::StepInput), kStepInputName}};
-  if (opts.dp > 1)
-    config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), opts.dp}};
+  if (opts.dp > 1) {
+    // ZeRO's sharded parameters: name -> the whole tensor's shape.
+    llvm::json::Object sharded;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto shape = step.getArgAttrOfType<DenseI64ArrayAttr>(
+          i, kiln::KilnDialect::getShardedShapeAttrName());
+      auto name = step.getArgAttrOfType<StringAttr>(i, "onnx.name");
+      if (!shape || !name)
+        continue;
+      llvm::json::Array dims;
+      for (int64_t d : shape.asArrayRef())
+        dims.push_back(d);
+      sharded[name.getValue()] = std::move(dims);
+    }
+    config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), opts.dp},
+                                              {key(K::MeshZero), opts.zero},
+                                              {key(K::MeshSharded), std::move(sharded)}};
+  }
   {
     llvm::raw_string_ostream os(result.config);
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));

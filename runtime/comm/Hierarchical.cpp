@@ -64,40 +64,66 @@ public:
                                   std::string(reduceOpName(op)) + ")",
                        count * es);
     st->waiters = flat_.progressWaiters();
+    enqueue(st, [=] { runAllReduce(send, recv, count, dtype, op); });
+    return Handle(st);
+  }
+
+  /// The three steps (or the one all-reduce of a single node), on the
+  /// worker thread.
+  void runAllReduce(const void *send, void *recv, size_t count, rt::DType dtype,
+                    ReduceOp op) {
+    const size_t es = rt::dtypeSize(dtype), L = intra_->size(), M = inter_->size();
+    const size_t chunk = (count + L - 1) / L;
+    // One node, or one rank per node: a single all-reduce is the whole
+    // algorithm (and MPI's own is faster than three steps).
+    if (M == 1) {
+      intra_->allReduce(send, recv, count, dtype, op).waitInBackground();
+      return;
+    }
+    if (L == 1) {
+      inter_->allReduce(send, recv, count, dtype, op).waitInBackground();
+      return;
+    }
+    // Scratch reused across calls (only the worker touches it): fresh
+    // buffers of a gradient's size cost their page faults every step.
+    full_.resize(chunk * L * es);
+    shard_.resize(chunk * es);
+    std::memcpy(full_.data(), send, count * es);
+    std::memset(full_.data() + count * es, 0, (chunk * L - count) * es);
+    intra_->reduceScatter(full_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
+    inter_->allReduce(shard_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
+    intra_->allGather(shard_.data(), full_.data(), chunk, dtype).waitInBackground();
+    std::memcpy(recv, full_.data(), count * es);
+  }
+
+  /// An all-reduce (the algorithm above) and this rank's block of it:
+  /// OpenMPI 4.1's non-blocking reduce-scatter (libnbc) takes 102 ms for
+  /// 24 MiB on two ranks of one machine where the all-reduce takes 16 ms
+  /// (docs/Performance.md). It sends twice a reduce-scatter's bytes.
+  Handle reduceScatter(const void *send, void *recv, size_t count,
+                       rt::DType dtype, ReduceOp op) override {
+    checkCount(*this, "reduce_scatter", count * size(), dtype, true);
+    const size_t es = rt::dtypeSize(dtype), all = count * size();
+    const size_t L = intra_->size(), M = inter_->size(), chunk = (all + L - 1) / L;
+    uint64_t inter = ringBytes(M, chunk * es, true);
+    ++stats_.collectives;
+    stats_.bytesSent += 2 * ringBytes(L, chunk * L * es, false) + inter;
+    stats_.interNodeBytes += inter;
+    auto st = newState(*this, "hierarchical reduce_scatter (" +
+                                  std::string(reduceOpName(op)) + ")",
+                       all * es);
+    st->waiters = flat_.progressWaiters();
+    const size_t me = (size_t)rank();
     enqueue(st, [=] {
-      // One node, or one rank per node: a single all-reduce is the whole
-      // algorithm (and MPI's own is faster than three steps).
-      if (M == 1) {
-        intra_->allReduce(send, recv, count, dtype, op).waitInBackground();
-        return;
-      }
-      if (L == 1) {
-        inter_->allReduce(send, recv, count, dtype, op).waitInBackground();
-        return;
-      }
-      // Scratch reused across calls (only the worker touches it): fresh
-      // buffers of a gradient's size cost their page faults every step.
-      full_.resize(chunk * L * es);
-      shard_.resize(chunk * es);
-      std::memcpy(full_.data(), send, count * es);
-      std::memset(full_.data() + count * es, 0, (chunk * L - count) * es);
-      intra_->reduceScatter(full_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
-      inter_->allReduce(shard_.data(), shard_.data(), chunk, dtype, op).waitInBackground();
-      intra_->allGather(shard_.data(), full_.data(), chunk, dtype).waitInBackground();
-      std::memcpy(recv, full_.data(), count * es);
+      scatter_.resize(all * es);
+      runAllReduce(send, scatter_.data(), all, dtype, op);
+      std::memcpy(recv, scatter_.data() + me * count * es, count * es);
     });
     return Handle(st);
   }
 
   // Everything else is the flat communicator's, through this worker so that
   // it stays ordered after the all-reduces issued before it.
-  Handle reduceScatter(const void *send, void *recv, size_t count,
-                       rt::DType dtype, ReduceOp op) override {
-    size_t all = count * rt::dtypeSize(dtype) * size();
-    return forward("reduce_scatter", all, ringBytes(size(), all, false), [=] {
-      return flat_.reduceScatter(send, recv, count, dtype, op);
-    });
-  }
   Handle allGather(const void *send, void *recv, size_t count,
                    rt::DType dtype) override {
     size_t all = count * rt::dtypeSize(dtype) * size();
@@ -219,7 +245,7 @@ private:
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Handle::State>, Job>> queue_;
   bool stop_ = false;
-  std::vector<uint8_t> full_, shard_; // the worker's scratch
+  std::vector<uint8_t> full_, shard_, scatter_; // the worker's scratch
 };
 
 } // namespace

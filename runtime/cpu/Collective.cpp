@@ -200,6 +200,105 @@ std::unique_ptr<Kernel> makeAllReduceWait(const KernelSpec &spec) {
   });
 }
 
+/// The block of a sharded axis-0 tensor: `whole` holds `ranks` blocks of
+/// `part` (the elements of `block`).
+void checkBlocks(const KernelSpec &spec, const TensorDesc &whole,
+                 const TensorDesc &block) {
+  if (whole.dtype != block.dtype)
+    fail(spec, "the input and output element types differ");
+  if (block.numel() == 0 || whole.numel() % block.numel() != 0)
+    fail(spec, "the whole tensor (" + std::to_string(whole.numel()) +
+                   " elements) is not a whole number of blocks of " +
+                   std::to_string(block.numel()));
+}
+
+/// The group's size, checked against the tensors: `whole` = size blocks.
+int blocksOf(ExecContext &ctx, const std::string &axis, size_t whole,
+             size_t block, const char *kernel) {
+  int ranks = ctx.collectives ? ctx.collectives->groupSize(axis) : 1;
+  if ((size_t)ranks * block != whole)
+    throw Error(std::string(kernel) + ": " + std::to_string(whole) +
+                " elements do not split into " + std::to_string(ranks) +
+                " blocks of " + std::to_string(block) + " (mesh axis '" + axis +
+                "')");
+  return ranks;
+}
+
+/// reduce_scatter: the output is this rank's block (along axis 0) of the
+/// input's reduction (sum, max, min or average) over the group of `axis`.
+std::unique_ptr<Kernel> makeReduceScatter(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
+  checkBlocks(spec, whole, block);
+  std::string axis = spec.attrs.getString("axis", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  Reduction red = parseReduction(spec);
+  if (red.average && block.dtype != DType::F32 && block.dtype != DType::F64)
+    unsupportedType(spec, block.dtype);
+  const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
+  const DType dtype = block.dtype;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    int ranks = blocksOf(ctx, axis, all, n, "reduce_scatter");
+    if (!ctx.collectives) {
+      std::memmove(out[0], in[0], n * dtypeSize(dtype));
+      return;
+    }
+    ctx.collectives->reduceScatter(axis, in[0], out[0], n, dtype, red.op);
+    if (red.average && ranks > 1) {
+      if (dtype == DType::F32) {
+        float *p = static_cast<float *>(out[0]);
+        const float inv = 1.0f / (float)ranks;
+        for (size_t i = 0; i < n; ++i)
+          p[i] *= inv;
+      } else {
+        double *p = static_cast<double *>(out[0]);
+        const double inv = 1.0 / (double)ranks;
+        for (size_t i = 0; i < n; ++i)
+          p[i] *= inv;
+      }
+    }
+  });
+}
+
+/// all_gather: the output is the group's inputs concatenated along axis 0.
+std::unique_ptr<Kernel> makeAllGather(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  const TensorDesc &block = *spec.inputs[0], &whole = *spec.outputs[0];
+  checkBlocks(spec, whole, block);
+  std::string axis = spec.attrs.getString("axis", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
+  const DType dtype = block.dtype;
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    blocksOf(ctx, axis, all, n, "all_gather");
+    if (!ctx.collectives)
+      std::memmove(out[0], in[0], n * dtypeSize(dtype));
+    else
+      ctx.collectives->allGather(axis, in[0], out[0], n, dtype);
+  });
+}
+
+/// all_slice: this rank's block of the input along axis 0 (no
+/// communication: the input is the same on every rank).
+std::unique_ptr<Kernel> makeAllSlice(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
+  checkBlocks(spec, whole, block);
+  std::string axis = spec.attrs.getString("axis", "");
+  if (axis.empty())
+    fail(spec, "no mesh axis");
+  const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
+  const size_t bytes = n * dtypeSize(block.dtype);
+  return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
+    blocksOf(ctx, axis, all, n, "all_slice");
+    int r = ctx.collectives ? ctx.collectives->groupRank(axis) : 0;
+    std::memmove(out[0], static_cast<const char *>(in[0]) + (size_t)r * bytes,
+                 bytes);
+  });
+}
+
 std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
@@ -227,6 +326,9 @@ void registerCollectiveKernels(KernelRegistry &r) {
   r.add("mesh_broadcast", makeBroadcast);
   r.add("all_reduce_start", makeAllReduceStart);
   r.add("all_reduce_wait", makeAllReduceWait);
+  r.add("reduce_scatter", makeReduceScatter);
+  r.add("all_gather", makeAllGather);
+  r.add("all_slice", makeAllSlice);
 }
 
 } // namespace kiln::rt::cpu

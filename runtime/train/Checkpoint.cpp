@@ -139,6 +139,27 @@ CheckpointStore::CheckpointStore(std::string dir, int64_t keep,
     dir_.pop_back();
 }
 
+rt::HostTensor blockOf(const rt::HostTensor &whole, const rt::TensorDesc &block,
+                       int rank) {
+  rt::HostTensor out(block);
+  const size_t es = rt::dtypeSize(block.dtype);
+  const size_t k = (size_t)block.numel(), n = (size_t)whole.desc().numel();
+  const size_t first = (size_t)rank * k;
+  std::memset(out.data(), 0, out.bytes());
+  if (first < n)
+    std::memcpy(out.data(), static_cast<const char *>(whole.data()) + first * es,
+                std::min(k, n - first) * es);
+  return out;
+}
+
+rt::HostTensor wholeOf(const void *blocks, rt::DType dtype,
+                       const std::vector<int64_t> &shape) {
+  rt::HostTensor out(rt::TensorDesc{dtype, shape});
+  if (out.bytes())
+    std::memcpy(out.data(), blocks, out.bytes());
+  return out;
+}
+
 std::string CheckpointStore::pathFor(int64_t step) const {
   return dir_ + "/" + stepName(step);
 }
@@ -193,9 +214,9 @@ void CheckpointStore::removeCheckpoint(const std::string &path) const {
                        lastError());
 }
 
-std::string CheckpointStore::save(const rt::Program &program,
-                                  const Config &config,
-                                  const TrainPosition &pos) const {
+std::string CheckpointStore::save(
+    const rt::Program &program, const Config &config, const TrainPosition &pos,
+    const std::map<std::string, rt::HostTensor> *whole) const {
   std::string finalPath = pathFor(pos.step);
   std::string tmp = dir_ + "/.tmp-" + stepName(pos.step) + "-" +
                     std::to_string(::getpid());
@@ -224,7 +245,12 @@ std::string CheckpointStore::save(const rt::Program &program,
   CheckpointManifest manifest;
   std::string err;
   for (size_t k = 0; k < names.size(); ++k) {
-    if (!program.getParam(names[k], values[k], err))
+    auto w = whole ? whole->find(names[k]) : decltype(whole->end()){};
+    if (whole && w != whole->end())
+      values[k] = w->second; // ZeRO: the ranks' blocks, gathered
+    else if (config.sharded.count(names[k]))
+      bail("parameter '" + names[k] + "' is sharded (ZeRO) and was not gathered");
+    else if (!program.getParam(names[k], values[k], err))
       bail(err);
     tensors.emplace_back(names[k], &values[k]);
     manifest.params.push_back({names[k], program.paramRole(names[k]),
@@ -289,7 +315,7 @@ std::string CheckpointStore::save(const rt::Program &program,
 bool CheckpointStore::resume(
     rt::Program &program, const Config &config, TrainPosition &pos,
     std::string &loadedPath,
-    const std::function<void(const std::string &)> &note) const {
+    const std::function<void(const std::string &)> &note, int rank) const {
   auto candidates = listCheckpoints(dir_);
   if (candidates.empty())
     return false;
@@ -375,6 +401,9 @@ bool CheckpointStore::resume(
         auto it = byName.find(n);
         rt::TensorDesc want;
         program.getParamDesc(n, want);
+        auto sh = config.sharded.find(n);
+        if (sh != config.sharded.end())
+          want.shape = sh->second; // the checkpoint holds the whole tensor
         if (it == byName.end()) {
           why = std::string(kTensors) + " lacks parameter '" + n + "'";
           break;
@@ -395,9 +424,18 @@ bool CheckpointStore::resume(
     std::map<std::string, const rt::HostTensor *> byName;
     for (const auto &kv : tensors)
       byName[kv.first] = &kv.second;
-    for (const std::string &n : names)
-      if (!program.setParam(n, *byName[n], err))
+    for (const std::string &n : names) {
+      bool ok;
+      if (config.sharded.count(n)) {
+        rt::TensorDesc block;
+        program.getParamDesc(n, block);
+        ok = program.setParam(n, blockOf(*byName[n], block, rank), err);
+      } else {
+        ok = program.setParam(n, *byName[n], err);
+      }
+      if (!ok)
         fail("--resume: checkpoint " + path + ": " + err);
+    }
     for (const auto &[dpath, dwhy] : damaged)
       note("checkpoint " + dpath + ": " + dwhy + "; using " + path);
     pos = p;

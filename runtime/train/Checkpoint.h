@@ -20,9 +20,20 @@
 #include "kiln/runtime/Runtime.h"
 
 #include <functional>
+#include <map>
 #include <set>
 
 namespace kiln::train {
+
+/// ZeRO's block of a whole tensor: the flattened tensor zero-padded to a
+/// multiple of `ranks`, block `rank` of `ranks`, as a tensor of `block`'s
+/// desc (one dimension of that length).
+rt::HostTensor blockOf(const rt::HostTensor &whole, const rt::TensorDesc &block,
+                       int rank);
+/// The inverse: `count` blocks (every rank's, in order) concatenated and cut
+/// to `shape`.
+rt::HostTensor wholeOf(const void *blocks, rt::DType dtype,
+                       const std::vector<int64_t> &shape);
 
 /// Where a run is: `step` steps done (the next to run), at `position`
 /// within epoch `epoch`.
@@ -45,14 +56,20 @@ public:
   void prepare() const;
   /// Writes the checkpoint of `pos` and prunes old ones; returns its path.
   /// Throws UserError (nothing is left under a step-* name on failure).
+  /// ZeRO (config.sharded): `whole` holds the gathered whole tensors of
+  /// the sharded parameters, written instead of this rank's blocks.
   std::string save(const rt::Program &program, const Config &config,
-                   const TrainPosition &pos) const;
+                   const TrainPosition &pos,
+                   const std::map<std::string, rt::HostTensor> *whole = nullptr) const;
   /// Restores the newest usable checkpoint into `program`. False when DIR
   /// holds no checkpoint at all; throws UserError when none is usable or one
   /// belongs to another model. `note` receives one line per skipped one.
+  /// A checkpoint holds whole tensors: a parameter config.sharded names
+  /// gets block `rank` of it (whatever mesh wrote it).
   bool resume(rt::Program &program, const Config &config, TrainPosition &pos,
               std::string &loadedPath,
-              const std::function<void(const std::string &)> &note) const;
+              const std::function<void(const std::string &)> &note,
+              int rank = 0) const;
 
   const std::string &dir() const { return dir_; }
   /// "DIR/step-00000100"

@@ -189,6 +189,30 @@ Config parseConfig(std::string_view text) {
       c.dp = *getInt(*m, Key::MeshDp, "mesh ");
       if (c.dp < 1 || c.dp > (int64_t(1) << 20))
         bad("mesh dp must be in [1, 2^20], got " + std::to_string(c.dp));
+      c.zero = *getInt(*m, Key::MeshZero, "mesh ");
+      if (c.zero < 0 || c.zero > 1)
+        bad("mesh zero must be 0 or 1 (this runtime), got " + std::to_string(c.zero));
+      if (const json *s = field(*m, Key::MeshSharded)) {
+        if (!s->is_object())
+          bad("mesh 'sharded' must be an object of name: shape");
+        for (const auto &[name, shape] : s->items()) {
+          if (!shape.is_array() || shape.size() > 16)
+            bad("mesh sharded '" + name + "': the shape must be an array of at "
+                "most 16 sizes");
+          std::vector<int64_t> dims;
+          int64_t numel = 1;
+          for (const json &d : shape) {
+            if (!d.is_number_integer() || d.get<int64_t>() < 0 ||
+                d.get<int64_t>() > (int64_t(1) << 40) ||
+                (d.get<int64_t>() && numel > (int64_t(1) << 40) / d.get<int64_t>()))
+              bad("mesh sharded '" + name + "': sizes must be integers in "
+                  "[0, 2^40] whose product is at most 2^40");
+            dims.push_back(d.get<int64_t>());
+            numel *= dims.back();
+          }
+          c.sharded[name] = dims;
+        }
+      }
     }
     c.lrInput = getString(j, Key::LrInput);
     c.stepInput = getString(j, Key::StepInput);

@@ -13,6 +13,7 @@
 #include "kiln/runtime/TrainConfig.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,11 @@ struct Config {
   std::string modelSha256;  // identity of the model, for checkpoints
   int64_t batchSize = 0;   // per rank: axis 0 of the plan's data inputs
   int64_t dp = 1;          // ranks on the data-parallel mesh axis
+  int64_t zero = 0;        // ZeRO stage
+  /// ZeRO: parameters each rank holds one block of, by name, with the whole
+  /// tensor's shape. The plan's parameter is block `rank` of the flattened
+  /// tensor zero-padded to a multiple of dp.
+  std::map<std::string, std::vector<int64_t>> sharded;
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

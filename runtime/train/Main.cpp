@@ -385,7 +385,8 @@ int runTraining(int argc, char **argv) {
                                [lead](const std::string &line) {
                                  if (lead)
                                    std::fprintf(stderr, "%s\n", line.c_str());
-                               });
+                               },
+                               rank);
     if (found) {
       if (opt.seedGiven && got.seed != opt.seed)
         fail("--resume: " + resumedFrom + " was made with --seed " +
@@ -429,6 +430,23 @@ int runTraining(int argc, char **argv) {
     if (!resumedFrom.empty())
       head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
     log.message(head);
+    if (config.dp > 1) {
+      // What each rank holds: ZeRO-1 keeps 1/dp of the optimizer state.
+      double weights = 0, state = 0;
+      for (const std::string &n : program->paramNames()) {
+        rt::TensorDesc d;
+        program->getParamDesc(n, d);
+        (program->paramRole(n) == "optimizer" ? state : weights) += (double)d.bytes();
+      }
+      auto mib = [](double b) { return fmt("%.2f", b / (1024.0 * 1024.0)); };
+      log.message("memory per rank: parameters " + mib(weights) +
+                  " MiB, optimizer state " + mib(state) + " MiB" +
+                  (config.zero ? " (ZeRO-" + std::to_string(config.zero) +
+                                     ": 1/" + std::to_string(config.dp) + " of it)"
+                               : "") +
+                  ", activations and gradients (arena) " +
+                  mib((double)program->arenaBytes()) + " MiB");
+    }
   }
   if (first >= total)
     log.message("nothing to train: " + std::to_string(first) +
@@ -449,9 +467,24 @@ int runTraining(int argc, char **argv) {
     return p;
   };
   auto saveCheckpoint = [&](int64_t step) {
+    // ZeRO: every rank's blocks of the sharded parameters, gathered (every
+    // rank takes part); rank 0 writes the whole tensors.
+    std::map<std::string, rt::HostTensor> whole;
+    for (const auto &[name, shape] : config.sharded) {
+      rt::HostTensor block;
+      std::string err;
+      if (!program->getParam(name, block, err))
+        fail(err);
+      std::vector<char> all(block.bytes() * (size_t)world.size());
+      world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
+                      block.dtype())
+          .wait();
+      whole[name] = wholeOf(all.data(), block.dtype(), shape);
+    }
     if (!lead)
-      return; // the parameters are replicated: rank 0 writes them
-    std::string path = store->save(*program, config, positionAfter(step));
+      return; // the rest is replicated: rank 0 writes it
+    std::string path = store->save(*program, config, positionAfter(step),
+                                   config.sharded.empty() ? nullptr : &whole);
     log.message("checkpoint: " + path);
   };
 

@@ -208,7 +208,8 @@ def main():
         # synchronous all-reduce per gradient).
         for dp, extra, buckets, suffix in (
                 (2, [], [], ""), (4, [], [], ""), (4, ["--ranks-per-node", "2"], [], "h"),
-                (2, [], ["--bucket-mb", "0.01"], "b"), (4, [], ["--bucket-mb", "0"], "s")):
+                (2, [], ["--bucket-mb", "0.01"], "b"), (4, [], ["--bucket-mb", "0"], "s"),
+                (2, [], ["--zero", "1"], "z"), (4, ["--ranks-per-node", "2"], ["--zero", "1"], "z")):
             tag = "%s dp=%d%s%s" % (name, dp, " nodes of 2" if extra else "",
                                     " " + " ".join(buckets) if buckets else "")
             exe = compile_exe(args, onnx_path,
@@ -370,6 +371,33 @@ def main():
         "--grad-compression int8 compresses the gradients' all-reduce: it needs "
         "--mesh dp=N with N > 1"),
         "--grad-compression without a mesh is refused", r.stderr)
+
+    # ZeRO-1 checkpoints hold whole tensors (the ranks' blocks gathered): a
+    # dp=2 --zero 1 checkpoint resumes on 1 rank, on dp=4 with ZeRO-1, and a
+    # 1-rank checkpoint on dp=2 with ZeRO-1, each with the uninterrupted
+    # losses.
+    ckz = os.path.join(w, "ckz")
+    z2 = os.path.join(w, "mlp-2z.train")
+    r = run(z2, 2, data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                           "--checkpoint-dir", ckz])
+    check(r.returncode == 0 and os.listdir(ckz) == ["step-00000008"],
+          "dp=2 --zero 1 writes one checkpoint", r.stderr[-300:])
+    ck1 = os.path.join(w, "ck1z")
+    r = run(os.path.join(w, "mlp-1.train"), 1, data + ["--steps", "8", "--seed", "7",
+                                                       "--log-every", "0",
+                                                       "--checkpoint-dir", ck1])
+    for exe, ranks, src, what in (
+            (os.path.join(w, "mlp-1.train"), 1, ckz, "a dp=2 ZeRO-1 checkpoint on 1 rank"),
+            (os.path.join(w, "mlp-4z.train"), 4, ckz, "a dp=2 ZeRO-1 checkpoint on dp=4 ZeRO-1"),
+            (z2, 2, ck1, "a 1-rank checkpoint on dp=2 ZeRO-1")):
+        d = os.path.join(w, "ckr%d%s" % (ranks, os.path.basename(src)))
+        shutil.copytree(src, d)
+        met = os.path.join(w, "resumed-z%d.jsonl" % ranks)
+        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                                    "--checkpoint-dir", d, "--metrics", met])
+        ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
+        check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
+              % (what, why))
 
     # The wrong number of ranks, either way; a rank that fails alone.
     r = run(two, 1, data + ["--steps", "2"])

@@ -66,6 +66,9 @@ struct TrainCompileOptions {
   /// them (--kiln-bucket-all-reduce). 0: one synchronous all-reduce per
   /// gradient.
   double bucketMB = 25.0;
+  /// With dp > 1, the ZeRO stage (--zero): 1 shards the optimizer state
+  /// over the ranks (--kiln-zero).
+  int64_t zero = 0;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

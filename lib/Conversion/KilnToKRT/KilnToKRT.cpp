@@ -71,11 +71,20 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
                                   "bucket does not come from a "
                                   "dist.all_reduce_start";
   }
+  auto rs = dyn_cast<shard::ReduceScatterOp>(op);
+  auto ag = dyn_cast<shard::AllGatherOp>(op);
+  auto sl = dyn_cast<shard::AllSliceOp>(op);
   FlatSymbolRefAttr gridRef = ar      ? ar.getGridAttr()
                               : bc    ? bc.getGridAttr()
+                              : rs    ? rs.getGridAttr()
+                              : ag    ? ag.getGridAttr()
+                              : sl    ? sl.getGridAttr()
                                       : start.getGridAttr();
   ArrayRef<int16_t> axes = ar      ? ar.getGridAxes()
                            : bc    ? bc.getGridAxes()
+                           : rs    ? rs.getGridAxes()
+                           : ag    ? ag.getGridAxes()
+                           : sl    ? sl.getGridAxes()
                                    : start.getGridAxes();
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
   if (!grid)
@@ -103,6 +112,21 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
   }
   Builder b(op->getContext());
   NamedAttribute axis = b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]]));
+  // Blocks along axis 0 are contiguous: the kernels split and join there.
+  if (rs || ag || sl) {
+    APInt dim = rs ? rs.getScatterAxis() : ag ? ag.getGatherAxis() : sl.getSliceAxis();
+    if (!dim.isZero())
+      return op->emitOpError() << "cannot be lowered to the runtime: it splits "
+                                  "or joins along axis "
+                               << dim.getZExtValue() << "; the kernels take axis 0";
+    auto inT = cast<ShapedType>(op->getOperand(0).getType());
+    auto outT = cast<ShapedType>(op->getResult(0).getType());
+    if (inT.getElementType() != outT.getElementType())
+      return op->emitOpError() << "cannot be lowered to the runtime: the "
+                                  "element types differ";
+    if (ag || sl)
+      return b.getDictionaryAttr({axis});
+  }
   if (bc) {
     if (bc.getRoot().size() != 1 || !bc.getRootDynamic().empty())
       return op->emitOpError() << "cannot be lowered to the runtime: the root "
@@ -114,9 +138,12 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
                                << "'";
     return b.getDictionaryAttr({axis, b.getNamedAttr("root", b.getI64IntegerAttr(root))});
   }
-  shard::ReductionKind kind = ar ? ar.getReduction() : start.getReduction();
-  Type element = ar ? cast<ShapedType>(ar.getType()).getElementType()
-                    : start.getBucket().getType().getElementType();
+  shard::ReductionKind kind = ar   ? ar.getReduction()
+                              : rs ? rs.getReduction()
+                                   : start.getReduction();
+  Type element = ar   ? cast<ShapedType>(ar.getType()).getElementType()
+                 : rs ? cast<ShapedType>(rs.getType()).getElementType()
+                      : start.getBucket().getType().getElementType();
   StringRef reduction;
   switch (kind) {
   case shard::ReductionKind::Sum: reduction = "sum"; break;
@@ -132,7 +159,7 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
     return op->emitOpError() << "cannot be lowered to the runtime: an average "
                                 "needs floating-point values";
   NamedAttribute red = b.getNamedAttr("reduction", b.getStringAttr(reduction));
-  if (wait)
+  if (wait || rs)
     return b.getDictionaryAttr({axis, red});
   StringAttr wire =
       ar ? op->getAttrOfType<StringAttr>(
@@ -243,7 +270,8 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
-    if (isa<shard::AllReduceOp, shard::BroadcastOp, kiln::dist::AllReduceStartOp,
+    if (isa<shard::AllReduceOp, shard::BroadcastOp, shard::ReduceScatterOp,
+            shard::AllGatherOp, shard::AllSliceOp, kiln::dist::AllReduceStartOp,
             kiln::dist::AllReduceWaitOp>(op)) {
       if (failed(collectiveParams(&op)))
         return failure();
@@ -337,13 +365,19 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       ++numLaunches;
       continue;
     }
-    if (isa<shard::AllReduceOp, shard::BroadcastOp>(op)) {
+    if (isa<shard::AllReduceOp, shard::BroadcastOp, shard::ReduceScatterOp,
+            shard::AllGatherOp, shard::AllSliceOp>(op)) {
       Value in = op.getOperand(0), out = op.getResult(0);
       auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(out.getType()),
                                               IntegerAttr());
       map.map(out, alloc.getResult());
+      StringRef kernel = isa<shard::AllReduceOp>(op)       ? "all_reduce"
+                         : isa<shard::BroadcastOp>(op)     ? "mesh_broadcast"
+                         : isa<shard::ReduceScatterOp>(op) ? "reduce_scatter"
+                         : isa<shard::AllGatherOp>(op)     ? "all_gather"
+                                                           : "all_slice";
       kiln::krt::LaunchOp::create(
-          b, loc, isa<shard::AllReduceOp>(op) ? "all_reduce" : "mesh_broadcast",
+          b, loc, kernel,
           ValueRange{map.lookupOrDefault(in)}, ValueRange{alloc.getResult()},
           *collectiveParams(&op), /*inPlace=*/false, /*stream=*/0);
       ++numLaunches;

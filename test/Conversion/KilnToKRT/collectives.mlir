@@ -107,3 +107,29 @@ func.func @bucket_axes(%a: tensor<4xf32> {kiln.param, onnx.name = "a"}) -> (tens
   %r = dist.all_reduce_wait %t : !dist.bucket<4 x f32> -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// ZeRO's collectives: blocks along axis 0.
+// CHECK-LABEL: func.func @zero
+// CHECK: krt.launch "reduce_scatter" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp", reduction = "average"}}
+// CHECK: krt.launch "all_slice" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp"}}
+// CHECK: krt.launch "all_gather" ins(%{{.*}} : memref<4xf32>) outs(%{{.*}} : memref<8xf32>) {params = {axis = "dp"}}
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @zero(%w: tensor<8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<8xf32> {onnx.name = "r"}, tensor<4xf32> {onnx.name = "s"}) {
+  %g = kiln.mul %w, %w : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %rs = shard.reduce_scatter %g on @mesh grid_axes = [0] reduction = average scatter_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+  %sl = shard.all_slice %w on @mesh grid_axes = [0] slice_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+  %u = kiln.add %rs, %sl : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %ag = shard.all_gather %u on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  return %ag, %rs : tensor<8xf32>, tensor<4xf32>
+}
+
+// -----
+
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
+func.func @zero_axis(%w: tensor<2x8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<2x4xf32> {onnx.name = "r"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: it splits or joins along axis 1; the kernels take axis 0}}
+  %sl = shard.all_slice %w on @mesh grid_axes = [0] slice_axis = 1 : tensor<2x8xf32> -> tensor<2x4xf32>
+  return %sl : tensor<2x4xf32>
+}

@@ -99,6 +99,17 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == getParamAttrName() || name == getLabelsAttrName())
     return verifyUnit(op, attr);
+  if (name == getShardedShapeAttrName()) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!shape || llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
+      return op->emitError() << name << " must be an array<i64> of "
+                             << "non-negative sizes, got " << attr.getValue();
+    if (!f || regionIndex != 0 || !isParam(f, argIndex))
+      return op->emitError() << name << " on argument " << argIndex
+                             << ", which is not a " << getParamAttrName();
+    return success();
+  }
   if (name == getRoleAttrName() || name == getInitAttrName()) {
     if (failed(name == getRoleAttrName()
                    ? verifyEnumString<ParamRole>(op, attr)

@@ -72,6 +72,31 @@ def KRT_AllReduceWaitKernel : KRT_Kernel<"all_reduce_wait"> {
   let results = (outs Variadic<AnyType>:$outputs);
 }
 
+def KRT_ReduceScatterKernel : KRT_Kernel<"reduce_scatter"> {
+  let summary = "this rank's block, along axis 0, of the reduction (sum, max, "
+                "min or average) of the input over the ranks of mesh axis "
+                "`axis`; the input holds one block per rank. Lowered from "
+                "shard.reduce_scatter (scatter_axis 0)";
+  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis);
+  let results = (outs AnyType:$output);
+}
+
+def KRT_AllGatherKernel : KRT_Kernel<"all_gather"> {
+  let summary = "the inputs of the ranks of mesh axis `axis`, concatenated "
+                "along axis 0 in rank order. Lowered from shard.all_gather "
+                "(gather_axis 0)";
+  let arguments = (ins AnyType:$input, StrAttr:$axis);
+  let results = (outs AnyType:$output);
+}
+
+def KRT_AllSliceKernel : KRT_Kernel<"all_slice"> {
+  let summary = "this rank's block, along axis 0, of an input every rank of "
+                "mesh axis `axis` holds alike (no communication). Lowered "
+                "from shard.all_slice (slice_axis 0)";
+  let arguments = (ins AnyType:$input, StrAttr:$axis);
+  let results = (outs AnyType:$output);
+}
+
 def KRT_MeshBroadcastKernel : KRT_Kernel<"mesh_broadcast"> {
   let summary = "rank `root`'s input, in the output of every rank of the "
                 "mesh axis `axis`; --kiln-lower-to-runtime lowers "

@@ -33,6 +33,12 @@ def Kiln_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// Argument: the value is a model parameter (written into the plan with
     /// its data), not a per-step input. Unit.
+    /// Argument: a parameter each rank holds a block of (ZeRO,
+    /// --kiln-zero): the array<i64> shape of the whole tensor, which the
+    /// executable gathers for checkpoints and slices on resume.
+    static constexpr ::llvm::StringLiteral getShardedShapeAttrName() {
+      return ::llvm::StringLiteral("kiln.sharded_shape");
+    }
     static constexpr ::llvm::StringLiteral getParamAttrName() {
       return ::llvm::StringLiteral("kiln.param");
     }

@@ -94,6 +94,31 @@ def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO: the optimizer state sharded over the dp axis";
+  let description = [{
+    Runs after `--kiln-data-parallel` and `--kiln-attach-optimizer`. With
+    `stage` = 1, each optimizer update of a weight `p` (n elements; N = n
+    rounded up to a multiple of dp; k = N / dp) becomes:
+    - the gradient's `shard.all_reduce` average: a `shard.reduce_scatter`
+      average of the flattened, zero-padded gradient (this rank's k
+      elements of the mean gradient); a scalar factor (clipping) follows it;
+    - the update on this rank's k elements of `p` (`shard.all_slice`) and of
+      its optimizer state, whose arguments (and returned updates) become
+      `tensor<k>`: each rank keeps 1/dp of the state;
+    - the new `p`: `shard.all_gather` of the ranks' k elements, cut back to
+      n and reshaped.
+
+    The gradient norm's sums of squares become the `shard.all_reduce` sum of
+    the shards' sums. The updates are elementwise, so each element is
+    updated exactly as on one rank. Stages 2 and 3 are refused (not built).
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage: 0 (none) or 1">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
   let summary = "Averages @train_step's gradients and loss over the dp ranks";
   let description = [{

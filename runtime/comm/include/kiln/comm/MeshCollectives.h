@@ -30,6 +30,25 @@ public:
   void setTrace(rt::TraceRecorder *trace) { trace_ = trace; }
 
   int groupSize(const std::string &axis) override { return get(axis).size(); }
+  int groupRank(const std::string &axis) override { return get(axis).rank(); }
+
+  void reduceScatter(const std::string &axis, const void *send, void *recv,
+                     size_t count, rt::DType dtype, rt::CollectiveOp op) override {
+    auto t0 = Clock::now();
+    get(axis).reduceScatter(send, recv, count, dtype, reduceOp(op)).wait();
+    auto t1 = Clock::now();
+    note("reduce_scatter", axis, count * get(axis).size(), dtype, t0, t1);
+    waited("reduce_scatter", t0, t1);
+  }
+
+  void allGather(const std::string &axis, const void *send, void *recv,
+                 size_t count, rt::DType dtype) override {
+    auto t0 = Clock::now();
+    get(axis).allGather(send, recv, count, dtype).wait();
+    auto t1 = Clock::now();
+    note("all_gather", axis, count * get(axis).size(), dtype, t0, t1);
+    waited("all_gather", t0, t1);
+  }
 
   void allReduce(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, rt::CollectiveOp op) override {

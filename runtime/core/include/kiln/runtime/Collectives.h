@@ -27,6 +27,16 @@ public:
   /// Ranks in this rank's group of mesh axis `axis` ("dp"). Throws Error
   /// for an axis the mesh does not have.
   virtual int groupSize(const std::string &axis) = 0;
+  /// This rank's index in its group of mesh axis `axis`.
+  virtual int groupRank(const std::string &axis) = 0;
+  /// recv (count elements) becomes block `groupRank` of the `op` over the
+  /// group of send (groupSize * count elements). Blocks. Throws Error.
+  virtual void reduceScatter(const std::string &axis, const void *send, void *recv,
+                             size_t count, DType dtype, CollectiveOp op) = 0;
+  /// recv (groupSize * count elements) becomes every member's send (count
+  /// elements), in group order. Blocks. Throws Error.
+  virtual void allGather(const std::string &axis, const void *send, void *recv,
+                         size_t count, DType dtype) = 0;
   /// buf (count elements of dtype) becomes `op` over the group of `axis`,
   /// on every member. Blocks until done. Throws Error (a timed-out rank).
   virtual void allReduce(const std::string &axis, void *buf, size_t count,

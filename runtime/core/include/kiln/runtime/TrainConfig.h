@@ -65,7 +65,9 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(ScheduleWarmupSteps, Schedule, "warmup_steps", Integer, false, false, 0)   \
   X(ScheduleTotalSteps, Schedule, "total_steps", Integer, false, false, 0)     \
   X(ScheduleMinLr, Schedule, "min_lr", Number, false, false, 0.0)              \
-  X(MeshDp, Mesh, "dp", Integer, false, false, 1)
+  X(MeshDp, Mesh, "dp", Integer, false, false, 1)                              \
+  X(MeshZero, Mesh, "zero", Integer, false, false, 0)                          \
+  X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)
 
 enum class TrainConfigKey {
 #define KILN_TRAIN_CONFIG_ENUM(ID, OBJ, KEY, TYPE, REQ, NULLABLE, DFLT) ID,

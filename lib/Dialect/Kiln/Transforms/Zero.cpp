@@ -1,0 +1,277 @@
+//===- Zero.cpp - --kiln-zero: optimizer state sharded over dp ---*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// ZeRO stage 1 (Passes.td has the contract). Per optimizer update of a
+// parameter p of n elements, with N = n rounded up to a multiple of dp and
+// k = N / dp: the gradient's all-reduce becomes a reduce-scatter of the
+// flattened, zero-padded gradient (each rank gets its k averaged elements),
+// the update runs on this rank's k elements of p (shard.all_slice) and of the
+// optimizer state (whose arguments become tensor<k>), and the new p is the
+// all-gather of the ranks' k new elements, cut back to n and reshaped. The
+// update ops are elementwise, so the k-element update is the 1-rank update
+// restricted to those elements.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNZEROPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    if (stage < 0 || stage > 3) {
+      m.emitError("--kiln-zero: stage must be 0, 1, 2 or 3, got ") << (int64_t)stage;
+      return signalPassFailure();
+    }
+    if (stage == 0)
+      return;
+    if (stage > 1) {
+      m.emitError("--kiln-zero: stage ")
+          << (int64_t)stage
+          << " (sharded gradients and parameters) is not built yet; stage 1 "
+             "shards the optimizer state";
+      return signalPassFailure();
+    }
+    auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
+    auto grid = m.lookupSymbol<shard::GridOp>("kiln_mesh");
+    if (!f || f.isExternal() || !grid) {
+      m.emitError("--kiln-zero: the module has no @train_step with a "
+                  "@kiln_mesh: run --kiln-data-parallel and "
+                  "--kiln-attach-optimizer first");
+      return signalPassFailure();
+    }
+    if (grid.getRank() != 1 || grid.getShape()[0] < 1) {
+      grid.emitOpError("--kiln-zero needs a 1-axis mesh (dp)");
+      return signalPassFailure();
+    }
+    dp = grid.getShape()[0];
+    if (dp == 1)
+      return;
+    if (failed(apply(f)))
+      signalPassFailure();
+  }
+
+  LogicalResult apply(func::FuncOp f);
+
+private:
+  int64_t dp = 1;
+  /// The updates' new sharded gradients, by the all-reduce they replace.
+  DenseMap<Value, Value> shardedGrad;
+
+  static RankedTensorType flatType(int64_t n, Type elt) {
+    return RankedTensorType::get({n}, elt);
+  }
+  /// x (of n elements) flattened and zero-padded to N.
+  Value flatPad(OpBuilder &b, Location loc, Value x, int64_t n, int64_t N) {
+    Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+    Value flat = x;
+    if (cast<RankedTensorType>(x.getType()).getRank() != 1)
+      flat = kiln::ReshapeOp::create(b, loc, flatType(n, elt), x);
+    if (N == n)
+      return flat;
+    return kiln::PadOp::create(b, loc, flatType(N, elt), flat,
+                               b.getDenseI64ArrayAttr({0}),
+                               b.getDenseI64ArrayAttr({N - n}),
+                               b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
+  }
+  /// This rank's k elements of the gradient operand `g` of an update, or
+  /// null (with a diagnostic on `user`) when `g` is not the all-reduced
+  /// gradient (possibly scaled by a scalar, as clipping does).
+  Value shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N, Operation *user);
+};
+
+Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
+                          Operation *user) {
+  const int64_t k = N / dp;
+  Type elt = cast<RankedTensorType>(g.getType()).getElementType();
+  if (auto ar = g.getDefiningOp<shard::AllReduceOp>()) {
+    if (ar.getReduction() != shard::ReductionKind::Average ||
+        ar.getGrid() != "kiln_mesh") {
+      user->emitOpError() << "--kiln-zero: its gradient is reduced with "
+                          << shard::stringifyReductionKind(ar.getReduction())
+                          << "; ZeRO shards the average over @kiln_mesh";
+      return {};
+    }
+    Value &cached = shardedGrad[ar.getResult()];
+    if (cached)
+      return cached;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ar);
+    Location loc = ar.getLoc();
+    Value flat = flatPad(b, loc, ar.getInput(), n, N);
+    auto rs = shard::ReduceScatterOp::create(
+        b, loc, flatType(k, elt), ar.getGridAttr(), ar.getGridAxesAttr(), flat,
+        shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
+        b.getIndexAttr(0));
+    if (auto wire = ar->getAttr(kiln::KilnDialect::getCompressionAttrName()))
+      (void)wire; // compression applies to all-reduces only (for now)
+    cached = rs.getResult();
+    return cached;
+  }
+  if (auto mul = g.getDefiningOp<kiln::MulOp>()) {
+    // Clipping: the gradient times a scalar coefficient.
+    for (int side = 0; side < 2; ++side) {
+      Value t = mul->getOperand(side), s = mul->getOperand(1 - side);
+      if (cast<RankedTensorType>(s.getType()).getRank() != 0 ||
+          t.getType() != g.getType())
+        continue;
+      Value sh = shardGrad(b, t, n, N, user);
+      if (!sh)
+        return {};
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(mul);
+      return kiln::MulOp::create(b, mul.getLoc(), flatType(k, elt), sh, s);
+    }
+  }
+  user->emitOpError() << "--kiln-zero: its gradient operand is not the "
+                         "all-reduced gradient (or that times a scalar); "
+                         "ZeRO cannot shard it";
+  return {};
+}
+
+LogicalResult ZeroPass::apply(func::FuncOp f) {
+  Block &body = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // The updates: elementwise ops on a weight parameter.
+  SmallVector<Operation *> updates;
+  for (Operation &op : body) {
+    if (!op.hasTrait<kiln::trait::InPlaceElementwise>() || op.getNumOperands() < 2)
+      continue;
+    auto p = dyn_cast<BlockArgument>(op.getOperand(0));
+    if (!p || p.getOwner() != &body ||
+        kiln::getRole(f, p.getArgNumber()) != kiln::ParamRole::Weight)
+      continue;
+    bool returned = llvm::all_of(op.getResults(), [&](Value r) {
+      return llvm::all_of(r.getUsers(), [&](Operation *u) { return u == ret; });
+    });
+    if (returned)
+      updates.push_back(&op);
+  }
+  if (updates.empty())
+    return f.emitOpError() << "--kiln-zero: no optimizer update found: run "
+                              "--kiln-attach-optimizer first";
+
+  OpBuilder b(f.getContext());
+  for (Operation *u : updates) {
+    auto p = cast<BlockArgument>(u->getOperand(0));
+    auto T = cast<RankedTensorType>(p.getType());
+    if (!T.hasStaticShape() || !llvm::all_of(u->getResultTypes(),
+                                             [&](Type t) { return t == T; }))
+      return u->emitOpError() << "--kiln-zero: its results are not all of the "
+                                 "parameter's type";
+    const int64_t n = T.getNumElements();
+    const int64_t N = (n + dp - 1) / dp * dp, k = N / dp;
+    Type elt = T.getElementType();
+    auto kType = flatType(k, elt);
+    b.setInsertionPoint(u);
+    Location loc = u->getLoc();
+    SmallVector<Value> operands;
+    for (auto [i, o] : llvm::enumerate(u->getOperands())) {
+      if (o.getType() != T) {
+        if (cast<RankedTensorType>(o.getType()).getRank() != 0)
+          return u->emitOpError() << "--kiln-zero: operand #" << i
+                                  << " is neither the parameter's shape nor a "
+                                     "scalar";
+        operands.push_back(o);
+        continue;
+      }
+      if (o == p) {
+        Value flat = flatPad(b, loc, p, n, N);
+        operands.push_back(shard::AllSliceOp::create(
+            b, loc, kType, flat, "kiln_mesh", ArrayRef<shard::GridAxis>{0}, 0));
+        continue;
+      }
+      auto arg = dyn_cast<BlockArgument>(o);
+      if (arg && arg.getOwner() == &body &&
+          kiln::getRole(f, arg.getArgNumber()) == kiln::ParamRole::Optimizer) {
+        // The state: this rank's k elements only, from the start.
+        if (!llvm::all_of(arg.getUsers(), [&](Operation *x) { return x == u; }))
+          return u->emitOpError() << "--kiln-zero: optimizer state argument #"
+                                  << arg.getArgNumber()
+                                  << " has users besides its update";
+        arg.setType(kType);
+        f.setArgAttr(arg.getArgNumber(),
+                     kiln::KilnDialect::getShardedShapeAttrName(),
+                     b.getDenseI64ArrayAttr(T.getShape()));
+        operands.push_back(arg);
+        continue;
+      }
+      Value g = shardGrad(b, o, n, N, u);
+      if (!g)
+        return failure();
+      operands.push_back(g);
+    }
+    OperationState st(loc, u->getName());
+    st.addOperands(operands);
+    st.addAttributes(u->getAttrs());
+    st.addTypes(SmallVector<Type>(u->getNumResults(), kType));
+    Operation *nu = b.create(st);
+    // The new parameter: every rank's k elements, cut to n, reshaped.
+    Value whole = shard::AllGatherOp::create(
+        b, loc, flatType(N, elt), FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),
+        b.getDenseI16ArrayAttr({0}), nu->getResult(0), b.getIndexAttr(0));
+    if (N != n)
+      whole = kiln::SliceOp::create(b, loc, flatType(n, elt), whole,
+                                    b.getDenseI64ArrayAttr({0}),
+                                    b.getDenseI64ArrayAttr({n}),
+                                    b.getDenseI64ArrayAttr({1}));
+    if (T.getRank() != 1)
+      whole = kiln::ReshapeOp::create(b, loc, T, whole);
+    u->getResult(0).replaceAllUsesWith(whole);
+    for (unsigned r = 1; r < u->getNumResults(); ++r)
+      u->getResult(r).replaceAllUsesWith(nu->getResult(r));
+    u->erase();
+  }
+
+  // What the gradients' all-reduces still feed: the gradient norm's sums of
+  // squares, which become the sum over ranks of the shards' sums.
+  for (auto &[full, sharded] : shardedGrad) {
+    auto ar = cast<shard::AllReduceOp>(full.getDefiningOp());
+    for (Operation *user : llvm::make_early_inc_range(ar->getUsers())) {
+      if (auto mul = dyn_cast<kiln::MulOp>(user); mul && mul->use_empty()) {
+        mul->erase();
+        continue;
+      }
+      auto sq = dyn_cast<kiln::ReduceSumSquareOp>(user);
+      auto t = sq ? dyn_cast<RankedTensorType>(sq.getType()) : nullptr;
+      if (!sq || !t || t.getRank() != 0)
+        return user->emitOpError()
+               << "--kiln-zero: reads a full averaged gradient, which ZeRO "
+                  "shards (only the updates, scaling by a scalar and the "
+                  "gradient norm's sums of squares can use it)";
+      b.setInsertionPoint(sq);
+      Value part = kiln::ReduceSumSquareOp::create(
+          b, sq.getLoc(), t, sharded, b.getDenseI64ArrayAttr({0}),
+          b.getBoolAttr(false));
+      Value all = shard::AllReduceOp::create(b, sq.getLoc(), part, "kiln_mesh",
+                                             ArrayRef<shard::GridAxis>{0},
+                                             shard::ReductionKind::Sum);
+      sq.getResult().replaceAllUsesWith(all);
+      sq->erase();
+    }
+    if (!ar->use_empty())
+      return ar.emitOpError() << "--kiln-zero: the averaged gradient is still "
+                                 "used";
+    ar->erase();
+  }
+
+  f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(),
+                              ret.getOperandTypes()));
+  return success();
+}
+
+} // namespace
