@@ -209,7 +209,8 @@ def main():
         for dp, extra, buckets, suffix in (
                 (2, [], [], ""), (4, [], [], ""), (4, ["--ranks-per-node", "2"], [], "h"),
                 (2, [], ["--bucket-mb", "0.01"], "b"), (4, [], ["--bucket-mb", "0"], "s"),
-                (2, [], ["--zero", "1"], "z"), (4, ["--ranks-per-node", "2"], ["--zero", "1"], "z")):
+                (2, [], ["--zero", "1"], "z"), (4, ["--ranks-per-node", "2"], ["--zero", "1"], "z"),
+                (4, [], ["--zero", "2", "--bucket-mb", "0.01"], "y")):
             tag = "%s dp=%d%s%s" % (name, dp, " nodes of 2" if extra else "",
                                     " " + " ".join(buckets) if buckets else "")
             exe = compile_exe(args, onnx_path,

@@ -39,11 +39,11 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
     }
     if (stage == 0)
       return;
-    if (stage > 1) {
+    if (stage > 2) {
       m.emitError("--kiln-zero: stage ")
           << (int64_t)stage
-          << " (sharded gradients and parameters) is not built yet; stage 1 "
-             "shards the optimizer state";
+          << " (sharded parameters) is not built yet; stage 1 shards the "
+             "optimizer state, stage 2 also the gradients";
       return signalPassFailure();
     }
     auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
@@ -110,7 +110,15 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
     if (cached)
       return cached;
     OpBuilder::InsertionGuard guard(b);
+    // Stage 2: reduce-scatter as soon as backward has computed the gradient,
+    // so that its full buffer dies there instead of living to the updates.
     b.setInsertionPoint(ar);
+    if (stage >= 2) {
+      if (Operation *def = ar.getInput().getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(ar->getBlock());
+    }
     Location loc = ar.getLoc();
     Value flat = flatPad(b, loc, ar.getInput(), n, N);
     auto rs = shard::ReduceScatterOp::create(

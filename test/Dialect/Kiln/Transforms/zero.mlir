@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s -split-input-file --kiln-zero=stage=1 -verify-diagnostics | FileCheck %s
-// RUN: not kiln-opt %s -split-input-file --kiln-zero=stage=2 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not kiln-opt %s -split-input-file --kiln-zero=stage=3 2>&1 | FileCheck %s --check-prefix=THREE
+// RUN: kiln-opt %s -split-input-file --kiln-zero=stage=2 -verify-diagnostics | FileCheck %s --check-prefix=TWO
 
 // ZeRO-1 at dp=4 on a 3x2 weight (n = 6, padded to N = 8, k = 2 per rank).
 // The gradient's all-reduce becomes a reduce-scatter of the flattened,
@@ -26,7 +27,15 @@
 // CHECK: %[[CUT:.*]] = kiln.slice %[[ALL]] {limits = array<i64: 6>, starts = array<i64: 0>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<6xf32>
 // CHECK: %[[BACK:.*]] = kiln.reshape %[[CUT]] : tensor<6xf32> -> tensor<3x2xf32>
 // CHECK: return %{{.*}}, %[[BACK]], %[[NB]]
-// TWO: error: --kiln-zero: stage 2 (sharded gradients and parameters) is not built yet; stage 1 shards the optimizer state
+// THREE: error: --kiln-zero: stage 3 (sharded parameters) is not built yet; stage 1 shards the optimizer state, stage 2 also the gradients
+// Stage 2: the reduce-scatter right after the gradient is computed, before
+// the loss's all-reduce that stage 1 leaves it behind.
+// TWO-LABEL: func.func @train_step
+// TWO: %[[G:.*]] = kiln.mul %arg0, %arg0
+// TWO-NEXT: kiln.reshape %[[G]]
+// TWO-NEXT: kiln.pad
+// TWO-NEXT: shard.reduce_scatter
+// TWO-NEXT: shard.all_reduce
 shard.grid @kiln_mesh(shape = 4) {kiln.axis_names = ["dp"]}
 func.func @train_step(%w: tensor<3x2xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"},
                       %m: tensor<3x2xf32> {kiln.param, kiln.role = "optimizer", kiln.init = "zeros", onnx.name = "w/momentum_buffer"},

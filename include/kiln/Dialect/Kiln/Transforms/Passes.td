@@ -111,10 +111,16 @@ def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
 
     The gradient norm's sums of squares become the `shard.all_reduce` sum of
     the shards' sums. The updates are elementwise, so each element is
-    updated exactly as on one rank. Stages 2 and 3 are refused (not built).
+    updated exactly as on one rank.
+
+    With `stage` = 2 each reduce-scatter also moves to right after backward
+    computes its gradient: the full gradient's buffer dies there (buffer
+    assignment reuses it), so full gradients no longer pile up until the
+    optimizer; each rank keeps its k-element block. Stage 3 is refused (not
+    built).
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", "0", "ZeRO stage: 0 (none) or 1">,
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage: 0 (none), 1 or 2">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
