@@ -53,19 +53,24 @@ public:
   Handle allReduce(const void *send, void *recv, size_t count, rt::DType dtype,
                    ReduceOp op) override {
     checkCount(*this, "all_reduce", count, dtype, true);
-    const size_t es = rt::dtypeSize(dtype), L = intra_->size(), M = inter_->size();
-    const size_t chunk = (count + L - 1) / L;
-    // The algorithm's bytes: both intra-node steps and the inter-node one.
-    uint64_t inter = ringBytes(M, chunk * es, true);
-    ++stats_.collectives;
-    stats_.bytesSent += 2 * ringBytes(L, chunk * L * es, false) + inter;
-    stats_.interNodeBytes += inter;
+    const size_t es = rt::dtypeSize(dtype);
+    accountAllReduce(count, es);
     auto st = newState(*this, "hierarchical all_reduce (" +
                                   std::string(reduceOpName(op)) + ")",
                        count * es);
     st->waiters = flat_.progressWaiters();
     enqueue(st, [=] { runAllReduce(send, recv, count, dtype, op); });
     return Handle(st);
+  }
+
+  /// Counts an all-reduce of `count` elements of `es` bytes by the
+  /// algorithm's bytes: both intra-node steps and the inter-node one.
+  void accountAllReduce(size_t count, size_t es) {
+    const size_t L = intra_->size(), M = inter_->size(), chunk = (count + L - 1) / L;
+    uint64_t inter = ringBytes(M, chunk * es, true);
+    ++stats_.collectives;
+    stats_.bytesSent += 2 * ringBytes(L, chunk * L * es, false) + inter;
+    stats_.interNodeBytes += inter;
   }
 
   /// The three steps (or the one all-reduce of a single node), on the
@@ -104,11 +109,7 @@ public:
                        rt::DType dtype, ReduceOp op) override {
     checkCount(*this, "reduce_scatter", count * size(), dtype, true);
     const size_t es = rt::dtypeSize(dtype), all = count * size();
-    const size_t L = intra_->size(), M = inter_->size(), chunk = (all + L - 1) / L;
-    uint64_t inter = ringBytes(M, chunk * es, true);
-    ++stats_.collectives;
-    stats_.bytesSent += 2 * ringBytes(L, chunk * L * es, false) + inter;
-    stats_.interNodeBytes += inter;
+    accountAllReduce(all, es);
     auto st = newState(*this, "hierarchical reduce_scatter (" +
                                   std::string(reduceOpName(op)) + ")",
                        all * es);

@@ -21,31 +21,91 @@ namespace {
 
 using namespace grad;
 
-std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
-  expectArity(spec, 1, 1);
-  sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
-  const TensorDesc &d = *spec.inputs[0];
+/// The mesh axis a collective kernel works over (`axis`).
+std::string meshAxis(const KernelSpec &spec) {
   std::string axis = spec.attrs.getString("axis", "");
-  std::string reduction = spec.attrs.getString("reduction", "");
   if (axis.empty())
     fail(spec, "no mesh axis");
+  return axis;
+}
+
+/// The reduction named by a collective kernel's `reduction` parameter; an
+/// average needs floating-point `dtype`.
+struct Reduction {
+  CollectiveOp op;
+  bool average;
+};
+Reduction parseReduction(const KernelSpec &spec, DType dtype) {
+  std::string reduction = spec.attrs.getString("reduction", "");
   bool average = reduction == "average";
-  CollectiveOp op = reduction == "max"   ? CollectiveOp::Max
-                    : reduction == "min" ? CollectiveOp::Min
-                                         : CollectiveOp::Sum;
   if (!average && reduction != "sum" && reduction != "max" && reduction != "min")
     fail(spec, "reduction must be sum, max, min or average, got '" +
                    reduction + "'");
-  if (average && d.dtype != DType::F32 && d.dtype != DType::F64)
-    unsupportedType(spec, d.dtype);
+  if (average && dtype != DType::F32 && dtype != DType::F64)
+    unsupportedType(spec, dtype);
+  CollectiveOp op = reduction == "max"   ? CollectiveOp::Max
+                    : reduction == "min" ? CollectiveOp::Min
+                                         : CollectiveOp::Sum;
+  return {op, average};
+}
+
+/// The wire format (`compression`): none, or bf16/fp16/int8 for sums and
+/// averages of f32.
+std::string parseCompression(const KernelSpec &spec, DType dtype,
+                             const Reduction &red) {
   std::string compression = spec.attrs.getString("compression", "none");
   if (compression != "none" && compression != "bf16" && compression != "fp16" &&
       compression != "int8")
     fail(spec, "compression must be none, bf16, fp16 or int8, got '" +
                    compression + "'");
-  if (compression != "none" &&
-      (d.dtype != DType::F32 || (!average && reduction != "sum")))
+  if (compression != "none" && (dtype != DType::F32 || red.op != CollectiveOp::Sum))
     fail(spec, "compression applies to sums and averages of f32");
+  return compression;
+}
+
+/// `dst` = `src` / ranks (n elements of f32 or f64; in place when equal).
+void divideByRanks(const void *src, void *dst, size_t n, DType dtype, int ranks) {
+  if (dtype == DType::F32) {
+    const float *s = static_cast<const float *>(src);
+    float *d = static_cast<float *>(dst);
+    const float inv = 1.0f / (float)ranks;
+    for (size_t i = 0; i < n; ++i)
+      d[i] = s[i] * inv;
+  } else {
+    const double *s = static_cast<const double *>(src);
+    double *d = static_cast<double *>(dst);
+    const double inv = 1.0 / (double)ranks;
+    for (size_t i = 0; i < n; ++i)
+      d[i] = s[i] * inv;
+  }
+}
+
+/// The bytes of each of a bucket's tensors (`parts`, "input" or "output"),
+/// which have the bucket's element type and fill it exactly.
+std::vector<size_t> bucketParts(const KernelSpec &spec,
+                                const std::vector<const TensorDesc *> &parts,
+                                const TensorDesc &bucket, const char *what) {
+  std::vector<size_t> bytes;
+  size_t total = 0;
+  for (const TensorDesc *d : parts) {
+    if (!d || d->dtype != bucket.dtype)
+      fail(spec, std::string("every ") + what + " has the bucket's element type");
+    bytes.push_back(d->bytes());
+    total += d->bytes();
+  }
+  if (total != bucket.bytes())
+    fail(spec, std::string("the ") + what + "s hold " + std::to_string(total) +
+                   " bytes, the bucket " + std::to_string(bucket.bytes()));
+  return bytes;
+}
+
+std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
+  const TensorDesc &d = *spec.inputs[0];
+  const std::string axis = meshAxis(spec);
+  const Reduction red = parseReduction(spec, d.dtype);
+  const std::string compression = parseCompression(spec, d.dtype, red);
   // Error feedback is kept per kernel: the n-th all_reduce a process loads
   // has key n on every rank (every rank loads the same plan).
   static std::atomic<int> nextKey{0};
@@ -61,41 +121,11 @@ std::unique_ptr<Kernel> makeAllReduce(const KernelSpec &spec) {
       ctx.collectives->allReduceCompressed(axis, key, static_cast<float *>(out[0]),
                                            n, compression);
     else
-      ctx.collectives->allReduce(axis, out[0], n, dtype, op);
-    if (!average)
-      return;
-    int ranks = ctx.collectives->groupSize(axis);
-    if (ranks <= 1)
-      return;
-    if (dtype == DType::F32) {
-      float *p = static_cast<float *>(out[0]);
-      const float inv = 1.0f / (float)ranks;
-      for (size_t i = 0; i < n; ++i)
-        p[i] *= inv;
-    } else {
-      double *p = static_cast<double *>(out[0]);
-      const double inv = 1.0 / (double)ranks;
-      for (size_t i = 0; i < n; ++i)
-        p[i] *= inv;
-    }
+      ctx.collectives->allReduce(axis, out[0], n, dtype, red.op);
+    int ranks = red.average ? ctx.collectives->groupSize(axis) : 1;
+    if (ranks > 1)
+      divideByRanks(out[0], out[0], n, dtype, ranks);
   });
-}
-
-/// The reduction named by a collective kernel's `reduction` parameter.
-struct Reduction {
-  CollectiveOp op;
-  bool average;
-};
-Reduction parseReduction(const KernelSpec &spec) {
-  std::string reduction = spec.attrs.getString("reduction", "");
-  bool average = reduction == "average";
-  if (!average && reduction != "sum" && reduction != "max" && reduction != "min")
-    fail(spec, "reduction must be sum, max, min or average, got '" +
-                   reduction + "'");
-  CollectiveOp op = reduction == "max"   ? CollectiveOp::Max
-                    : reduction == "min" ? CollectiveOp::Min
-                                         : CollectiveOp::Sum;
-  return {op, average};
 }
 
 /// all_reduce_start: packs the inputs into the bucket (the output) and
@@ -104,36 +134,14 @@ std::unique_ptr<Kernel> makeAllReduceStart(const KernelSpec &spec) {
   if (spec.inputs.empty() || spec.outputs.size() != 1)
     fail(spec, "packs one or more inputs into one bucket");
   const TensorDesc &bucket = *spec.outputs[0];
-  std::string axis = spec.attrs.getString("axis", "");
-  if (axis.empty())
-    fail(spec, "no mesh axis");
-  Reduction red = parseReduction(spec);
-  if (red.average && bucket.dtype != DType::F32 && bucket.dtype != DType::F64)
-    unsupportedType(spec, bucket.dtype);
-  std::string compression = spec.attrs.getString("compression", "none");
-  if (compression != "none" && compression != "bf16" && compression != "fp16" &&
-      compression != "int8")
-    fail(spec, "compression must be none, bf16, fp16 or int8, got '" +
-                   compression + "'");
-  if (compression != "none" &&
-      (bucket.dtype != DType::F32 || red.op != CollectiveOp::Sum))
-    fail(spec, "compression applies to sums and averages of f32");
-  std::vector<size_t> bytes;
-  size_t total = 0;
-  for (const TensorDesc *d : spec.inputs) {
-    if (!d || d->dtype != bucket.dtype)
-      fail(spec, "every input has the bucket's element type");
-    bytes.push_back(d->bytes());
-    total += d->bytes();
-  }
-  if (total != bucket.bytes())
-    fail(spec, "the inputs hold " + std::to_string(total) +
-                   " bytes, the bucket " + std::to_string(bucket.bytes()));
+  const std::string axis = meshAxis(spec);
+  const Reduction red = parseReduction(spec, bucket.dtype);
+  const std::string compression = parseCompression(spec, bucket.dtype, red);
+  const std::vector<size_t> bytes = bucketParts(spec, spec.inputs, bucket, "input");
   static std::atomic<int> nextKey{1 << 20}; // apart from all_reduce's keys
   const int key = compression != "none" ? nextKey.fetch_add(1) : -1;
   const size_t n = (size_t)bucket.numel();
   const DType dtype = bucket.dtype;
-  const CollectiveOp op = red.op;
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
     // One input may be the bucket itself (in place): nothing to pack.
     char *dst = static_cast<char *>(out[0]);
@@ -143,7 +151,8 @@ std::unique_ptr<Kernel> makeAllReduceStart(const KernelSpec &spec) {
       dst += bytes[k];
     }
     if (ctx.collectives)
-      ctx.collectives->startAllReduce(axis, out[0], n, dtype, op, compression, key);
+      ctx.collectives->startAllReduce(axis, out[0], n, dtype, red.op, compression,
+                                      key);
   });
 }
 
@@ -152,49 +161,24 @@ std::unique_ptr<Kernel> makeAllReduceWait(const KernelSpec &spec) {
   if (spec.inputs.size() != 1 || spec.outputs.empty())
     fail(spec, "unpacks one bucket into one or more outputs");
   const TensorDesc &bucket = *spec.inputs[0];
-  std::string axis = spec.attrs.getString("axis", "");
-  if (axis.empty())
-    fail(spec, "no mesh axis");
-  Reduction red = parseReduction(spec);
-  if (red.average && bucket.dtype != DType::F32 && bucket.dtype != DType::F64)
-    unsupportedType(spec, bucket.dtype);
-  std::vector<size_t> bytes;
-  size_t total = 0;
-  for (const TensorDesc *d : spec.outputs) {
-    if (!d || d->dtype != bucket.dtype)
-      fail(spec, "every output has the bucket's element type");
-    bytes.push_back(d->bytes());
-    total += d->bytes();
-  }
-  if (total != bucket.bytes())
-    fail(spec, "the outputs hold " + std::to_string(total) +
-                   " bytes, the bucket " + std::to_string(bucket.bytes()));
+  const std::string axis = meshAxis(spec);
+  const Reduction red = parseReduction(spec, bucket.dtype);
+  const std::vector<size_t> bytes = bucketParts(spec, spec.outputs, bucket, "output");
   const DType dtype = bucket.dtype;
-  const bool average = red.average;
+  const size_t es = dtypeSize(dtype);
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
     int ranks = 1;
     if (ctx.collectives) {
       ctx.collectives->waitAllReduce(const_cast<void *>(in[0]));
-      if (average)
+      if (red.average)
         ranks = ctx.collectives->groupSize(axis);
     }
     const char *src = static_cast<const char *>(in[0]);
     for (size_t k = 0; k < bytes.size(); ++k) {
-      if (ranks > 1 && dtype == DType::F32) {
-        const float *s = reinterpret_cast<const float *>(src);
-        float *d = static_cast<float *>(out[k]);
-        const float inv = 1.0f / (float)ranks;
-        for (size_t i = 0, e = bytes[k] / 4; i < e; ++i)
-          d[i] = s[i] * inv;
-      } else if (ranks > 1 && dtype == DType::F64) {
-        const double *s = reinterpret_cast<const double *>(src);
-        double *d = static_cast<double *>(out[k]);
-        const double inv = 1.0 / (double)ranks;
-        for (size_t i = 0, e = bytes[k] / 8; i < e; ++i)
-          d[i] = s[i] * inv;
-      } else if (out[k] != src) {
+      if (ranks > 1)
+        divideByRanks(src, out[k], bytes[k] / es, dtype, ranks);
+      else if (out[k] != src)
         std::memmove(out[k], src, bytes[k]);
-      }
       src += bytes[k];
     }
   });
@@ -230,12 +214,8 @@ std::unique_ptr<Kernel> makeReduceScatter(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
   checkBlocks(spec, whole, block);
-  std::string axis = spec.attrs.getString("axis", "");
-  if (axis.empty())
-    fail(spec, "no mesh axis");
-  Reduction red = parseReduction(spec);
-  if (red.average && block.dtype != DType::F32 && block.dtype != DType::F64)
-    unsupportedType(spec, block.dtype);
+  const std::string axis = meshAxis(spec);
+  const Reduction red = parseReduction(spec, block.dtype);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
   const DType dtype = block.dtype;
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
@@ -245,19 +225,8 @@ std::unique_ptr<Kernel> makeReduceScatter(const KernelSpec &spec) {
       return;
     }
     ctx.collectives->reduceScatter(axis, in[0], out[0], n, dtype, red.op);
-    if (red.average && ranks > 1) {
-      if (dtype == DType::F32) {
-        float *p = static_cast<float *>(out[0]);
-        const float inv = 1.0f / (float)ranks;
-        for (size_t i = 0; i < n; ++i)
-          p[i] *= inv;
-      } else {
-        double *p = static_cast<double *>(out[0]);
-        const double inv = 1.0 / (double)ranks;
-        for (size_t i = 0; i < n; ++i)
-          p[i] *= inv;
-      }
-    }
+    if (red.average && ranks > 1)
+      divideByRanks(out[0], out[0], n, dtype, ranks);
   });
 }
 
@@ -266,9 +235,7 @@ std::unique_ptr<Kernel> makeAllGather(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &block = *spec.inputs[0], &whole = *spec.outputs[0];
   checkBlocks(spec, whole, block);
-  std::string axis = spec.attrs.getString("axis", "");
-  if (axis.empty())
-    fail(spec, "no mesh axis");
+  const std::string axis = meshAxis(spec);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
   const DType dtype = block.dtype;
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
@@ -286,9 +253,7 @@ std::unique_ptr<Kernel> makeAllSlice(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
   checkBlocks(spec, whole, block);
-  std::string axis = spec.attrs.getString("axis", "");
-  if (axis.empty())
-    fail(spec, "no mesh axis");
+  const std::string axis = meshAxis(spec);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
   const size_t bytes = n * dtypeSize(block.dtype);
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
@@ -303,10 +268,8 @@ std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
   const TensorDesc &d = *spec.inputs[0];
-  std::string axis = spec.attrs.getString("axis", "");
+  const std::string axis = meshAxis(spec);
   int64_t root = spec.attrs.getInt("root", 0);
-  if (axis.empty())
-    fail(spec, "no mesh axis");
   if (root < 0 || root > (1 << 20))
     fail(spec, "root " + std::to_string(root) + " is out of range");
   const size_t bytes = d.bytes(), n = (size_t)d.numel();
