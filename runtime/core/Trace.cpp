@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 namespace kiln::rt {
 
 TraceRecorder::TraceRecorder() : steadyEpoch_(Clock::now()) {
@@ -48,21 +50,9 @@ void TraceRecorder::clear() {
 
 namespace {
 
+/// `s` as a JSON string (quoted, escaped).
 void appendEscaped(std::string &out, const std::string &s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += (char)c;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += (char)c;
-    }
-  }
-  out += '"';
+  out += nlohmann::json(s).dump();
 }
 
 const char *threadName(TraceThread t) {

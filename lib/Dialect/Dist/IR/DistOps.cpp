@@ -41,39 +41,40 @@ LogicalResult BucketType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-/// The elements of `types` (static tensors of `element`), or failure with a
-/// diagnostic on `op`.
-static FailureOr<int64_t> packedSize(Operation *op, TypeRange types,
-                                     Type element, StringRef what) {
+/// `types` (static tensors of the bucket's element type) fill `bucket`
+/// exactly; else a diagnostic on `op` (`what`: "input" or "result"; `verb`:
+/// "packs" or "unpacks").
+static LogicalResult verifyPacking(Operation *op, TypeRange types,
+                                  BucketType bucket, StringRef what,
+                                  StringRef verb) {
+  if (types.empty())
+    return op->emitOpError() << verb << " at least one tensor";
   int64_t total = 0;
   for (auto [i, t] : llvm::enumerate(types)) {
     auto tensor = cast<RankedTensorType>(t);
     if (!tensor.hasStaticShape())
       return op->emitOpError() << what << " #" << i << " has type " << t
                                << "; a bucket packs static shapes";
-    if (tensor.getElementType() != element)
+    if (tensor.getElementType() != bucket.getElementType())
       return op->emitOpError() << what << " #" << i << " has element type "
                                << tensor.getElementType() << ", the bucket's is "
-                               << element;
+                               << bucket.getElementType();
     int64_t n = tensor.getNumElements();
     if (n > std::numeric_limits<int64_t>::max() - total)
       return op->emitOpError() << "packs more elements than an int64 counts";
     total += n;
   }
-  return total;
+  if (total != bucket.getSize())
+    return op->emitOpError() << verb << " " << total << " elements "
+                             << (verb == "packs" ? "into" : "from")
+                             << " a bucket of " << bucket.getSize();
+  return success();
 }
 
 LogicalResult AllReduceStartOp::verify() {
-  if (getInputs().empty())
-    return emitOpError() << "packs at least one tensor";
   BucketType bucket = getBucket().getType();
-  FailureOr<int64_t> n = packedSize(*this, getInputs().getTypes(),
-                                    bucket.getElementType(), "input");
-  if (failed(n))
+  if (failed(verifyPacking(*this, getInputs().getTypes(), bucket, "input", "packs")))
     return failure();
-  if (*n != bucket.getSize())
-    return emitOpError() << "packs " << *n << " elements into a bucket of "
-                         << bucket.getSize();
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
       *this, getGridAttr());
   if (!grid)
@@ -103,16 +104,9 @@ LogicalResult AllReduceStartOp::verify() {
 }
 
 LogicalResult AllReduceWaitOp::verify() {
-  BucketType bucket = getBucket().getType();
-  if (getResults().empty())
-    return emitOpError() << "unpacks at least one tensor";
-  FailureOr<int64_t> n = packedSize(*this, getResults().getTypes(),
-                                    bucket.getElementType(), "result");
-  if (failed(n))
+  if (failed(verifyPacking(*this, getResults().getTypes(),
+                           getBucket().getType(), "result", "unpacks")))
     return failure();
-  if (*n != bucket.getSize())
-    return emitOpError() << "unpacks " << *n << " elements from a bucket of "
-                         << bucket.getSize();
   if (AllReduceStartOp start = getStart()) {
     if (start.getInputs().getTypes() != getResults().getTypes())
       return emitOpError() << "must unpack the types its start packed";

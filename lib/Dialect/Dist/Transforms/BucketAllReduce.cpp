@@ -10,6 +10,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Statistic.h"
 
 #include <cmath>
@@ -91,21 +92,21 @@ struct BucketAllReducePass
     };
 
     SmallVector<Member> members;
-    DenseMap<Operation *, bool> candidate;
+    DenseSet<Operation *> candidate;
     for (Operation *op : ops)
       if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
         auto t = dyn_cast<RankedTensorType>(ar.getResult().getType());
         if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat() ||
             t != ar.getInput().getType() || t.getNumElements() == 0)
           continue;
-        candidate[op] = true;
+        candidate.insert(op);
       }
     for (Operation *op : ops) {
-      if (!candidate.lookup(op))
+      if (!candidate.contains(op))
         continue;
       auto ar = cast<shard::AllReduceOp>(op);
       // An all-reduce of another's result stays where it is.
-      if (Operation *d = ar.getInput().getDefiningOp(); d && candidate.lookup(d))
+      if (Operation *d = ar.getInput().getDefiningOp(); d && candidate.contains(d))
         continue;
       int64_t first = end;
       for (Operation *user : ar->getUsers()) {

@@ -125,8 +125,6 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
         b, loc, flatType(k, elt), ar.getGridAttr(), ar.getGridAxesAttr(), flat,
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
         b.getIndexAttr(0));
-    if (auto wire = ar->getAttr(kiln::KilnDialect::getCompressionAttrName()))
-      (void)wire; // compression applies to all-reduces only (for now)
     cached = rs.getResult();
     return cached;
   }
