@@ -150,9 +150,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                 " does not divide over dp=" +
                                 std::to_string(opts.dp) + " ranks");
   ParamData params;
+  // At the global batch: --kiln-data-parallel splits it over the ranks.
   ImportOptions importOpts = opts.import;
-  if (opts.dp > 1)
-    importOpts.batchSize = opts.import.batchSize / opts.dp; // per rank
   importOpts.paramData = &params;
   importOpts.overrideBatch = importOpts.batchSize > 0;
   OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
@@ -199,7 +198,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
     ao.freeze = opts.freeze;
     ao.bnRunningVar = *bnRunningVar;
     pm.addPass(createKilnAutodiffPass(ao));
-    // Gradients averaged over the ranks before the optimizer sees them.
+    // The batch split over the ranks, the gradients summed over them before
+    // the optimizer sees them.
     KilnDataParallelPassOptions dpo;
     dpo.dp = opts.dp;
     dpo.compression = opts.gradCompression;

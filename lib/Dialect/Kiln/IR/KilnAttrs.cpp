@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -90,6 +91,37 @@ LogicalResult verifyArgIndex(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// A sharding (`kiln.sharding`) of a value of type `t`: one array of
+/// non-empty axis names per dimension, no axis twice. The axes' existence
+/// and sizes are the sharding passes' to check (they know the mesh).
+LogicalResult verifySharding(Operation *op, StringRef name, Attribute a,
+                             Type t) {
+  auto dims = dyn_cast<ArrayAttr>(a);
+  // A tensor's, or (after bufferization) the memref's that holds it.
+  auto st = dyn_cast<ShapedType>(t);
+  int64_t rank = st && st.hasRank() ? st.getRank() : 0;
+  if (!dims || (int64_t)dims.size() != rank)
+    return op->emitError() << name << " must give one array of mesh-axis "
+                           << "names per dimension (" << rank << " for " << t
+                           << "), got " << a;
+  llvm::StringSet<> seen;
+  for (Attribute d : dims) {
+    auto axes = dyn_cast<ArrayAttr>(d);
+    if (!axes)
+      return op->emitError() << name << ": " << d
+                             << " is not an array of mesh-axis names";
+    for (Attribute x : axes) {
+      auto s = dyn_cast<StringAttr>(x);
+      if (!s || s.getValue().empty())
+        return op->emitError() << name << ": " << x << " is not a mesh-axis name";
+      if (!seen.insert(s.getValue()).second)
+        return op->emitError() << name << " shards over mesh axis '"
+                               << s.getValue() << "' twice";
+    }
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
@@ -99,6 +131,13 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == getParamAttrName() || name == getLabelsAttrName())
     return verifyUnit(op, attr);
+  if (name == getShardingAttrName()) {
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!f || regionIndex != 0)
+      return op->emitError() << name << " belongs on a function argument";
+    return verifySharding(op, name, attr.getValue(),
+                          f.getArgumentTypes()[argIndex]);
+  }
   if (name == getShardedShapeAttrName()) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     auto f = dyn_cast<FunctionOpInterface>(op);
@@ -135,6 +174,13 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op,
     return verifyUnit(op, attr);
   if (name == getGradOfAttrName() || name == getUpdateAttrName())
     return verifyArgIndex(op, attr);
+  if (name == getShardingAttrName()) {
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!f)
+      return op->emitError() << name << " belongs on a function result";
+    return verifySharding(op, name, attr.getValue(),
+                          f.getResultTypes()[resultIndex]);
+  }
   return op->emitError() << "unknown kiln result attribute '" << name << "'";
 }
 
@@ -152,6 +198,17 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << name << " must be a string (the model's path), "
                              << "got " << attr.getValue();
+    return success();
+  }
+  if (name == getShardingsAttrName()) {
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all || all.size() != op->getNumResults())
+      return op->emitError() << name << " must give one sharding per result ("
+                             << op->getNumResults() << "), got "
+                             << attr.getValue();
+    for (auto [a, t] : llvm::zip(all, op->getResultTypes()))
+      if (failed(verifySharding(op, name, a, t)))
+        return failure();
     return success();
   }
   if (name == getCompressionAttrName()) {

@@ -4,7 +4,7 @@
 // ZeRO stage 1 (Passes.td has the contract). Per optimizer update of a
 // parameter p of n elements, with N = n rounded up to a multiple of dp and
 // k = N / dp: the gradient's all-reduce becomes a reduce-scatter of the
-// flattened, zero-padded gradient (each rank gets its k averaged elements),
+// flattened, zero-padded gradient (each rank gets its k reduced elements),
 // the update runs on this rank's k elements of p (shard.all_slice) and of the
 // optimizer state (whose arguments become tensor<k>), and the new p is the
 // all-gather of the ranks' k new elements, cut back to n and reshaped. The
@@ -71,6 +71,9 @@ private:
   int64_t dp = 1;
   /// The updates' new sharded gradients, by the all-reduce they replace.
   DenseMap<Value, Value> shardedGrad;
+  /// Gradients that reached the updates whole and equal on every rank:
+  /// sliced locally, and left for any other reader.
+  DenseSet<Value> replicatedGrads;
 
   static RankedTensorType flatType(int64_t n, Type elt) {
     return RankedTensorType::get({n}, elt);
@@ -99,11 +102,13 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
   const int64_t k = N / dp;
   Type elt = cast<RankedTensorType>(g.getType()).getElementType();
   if (auto ar = g.getDefiningOp<shard::AllReduceOp>()) {
-    if (ar.getReduction() != shard::ReductionKind::Average ||
+    if ((ar.getReduction() != shard::ReductionKind::Average &&
+         ar.getReduction() != shard::ReductionKind::Sum) ||
         ar.getGrid() != "kiln_mesh") {
       user->emitOpError() << "--kiln-zero: its gradient is reduced with "
                           << shard::stringifyReductionKind(ar.getReduction())
-                          << "; ZeRO shards the average over @kiln_mesh";
+                          << "; ZeRO shards a sum or an average over "
+                             "@kiln_mesh";
       return {};
     }
     Value &cached = shardedGrad[ar.getResult()];
@@ -123,7 +128,7 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
     Value flat = flatPad(b, loc, ar.getInput(), n, N);
     auto rs = shard::ReduceScatterOp::create(
         b, loc, flatType(k, elt), ar.getGridAttr(), ar.getGridAxesAttr(), flat,
-        shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
+        shard::ReductionKindAttr::get(b.getContext(), ar.getReduction()),
         b.getIndexAttr(0));
     cached = rs.getResult();
     return cached;
@@ -143,10 +148,23 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
       return kiln::MulOp::create(b, mul.getLoc(), flatType(k, elt), sh, s);
     }
   }
-  user->emitOpError() << "--kiln-zero: its gradient operand is not the "
-                         "all-reduced gradient (or that times a scalar); "
-                         "ZeRO cannot shard it";
-  return {};
+  // A gradient already reduced before it took its final form (the sum over
+  // the batch came before a gather's gradient, say): every rank holds the
+  // whole, so each takes its k elements without communication.
+  Value &cached = shardedGrad[g];
+  if (cached)
+    return cached;
+  OpBuilder::InsertionGuard guard(b);
+  if (Operation *def = g.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(user->getBlock());
+  Value flat = flatPad(b, g.getLoc(), g, n, N);
+  cached = shard::AllSliceOp::create(b, g.getLoc(), flatType(k, elt), flat,
+                                     "kiln_mesh",
+                                     ArrayRef<shard::GridAxis>{0}, 0);
+  replicatedGrads.insert(g);
+  return cached;
 }
 
 LogicalResult ZeroPass::apply(func::FuncOp f) {
@@ -246,6 +264,8 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
   // What the gradients' all-reduces still feed: the gradient norm's sums of
   // squares, which become the sum over ranks of the shards' sums.
   for (auto &[full, sharded] : shardedGrad) {
+    if (replicatedGrads.contains(full))
+      continue;
     auto ar = cast<shard::AllReduceOp>(full.getDefiningOp());
     for (Operation *user : llvm::make_early_inc_range(ar->getUsers())) {
       if (auto mul = dyn_cast<kiln::MulOp>(user); mul && mul->use_empty()) {
@@ -256,7 +276,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
       auto t = sq ? dyn_cast<RankedTensorType>(sq.getType()) : nullptr;
       if (!sq || !t || t.getRank() != 0)
         return user->emitOpError()
-               << "--kiln-zero: reads a full averaged gradient, which ZeRO "
+               << "--kiln-zero: reads a full reduced gradient, which ZeRO "
                   "shards (only the updates, scaling by a scalar and the "
                   "gradient norm's sums of squares can use it)";
       b.setInsertionPoint(sq);
@@ -270,7 +290,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
       sq->erase();
     }
     if (!ar->use_empty())
-      return ar.emitOpError() << "--kiln-zero: the averaged gradient is still "
+      return ar.emitOpError() << "--kiln-zero: the reduced gradient is still "
                                  "used";
     ar->erase();
   }

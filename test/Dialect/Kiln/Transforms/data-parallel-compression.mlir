@@ -9,15 +9,19 @@
 // not f32.
 // CHECK-LABEL: func.func @train_step
 // CHECK: shard.all_reduce %{{.*}} reduction = average : tensor<f32>
-// CHECK: shard.all_reduce %{{.*}} reduction = average {kiln.compression = "int8"} : tensor<4xf32>
-// CHECK: shard.all_reduce %{{.*}} reduction = average : tensor<4xf64>
-// BF16: shard.all_reduce %{{.*}} reduction = average {kiln.compression = "bf16"} : tensor<4xf32>
+// CHECK: shard.all_reduce %{{.*}} grid_axes = [0] {kiln.compression = "int8"} : tensor<4xf32>
+// CHECK: shard.all_reduce %{{.*}} grid_axes = [0] : tensor<4xf64>
+// BF16: shard.all_reduce %{{.*}} grid_axes = [0] {kiln.compression = "bf16"} : tensor<4xf32>
 // NONE-NOT: kiln.compression
 // BAD: error: --kiln-data-parallel: compression must be none, bf16, fp16 or int8, got 'int4'
 func.func @train_step(%w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"},
-                      %v: tensor<4xf64> {kiln.param, kiln.role = "weight", onnx.name = "v"})
+                      %v: tensor<4xf64> {kiln.param, kiln.role = "weight", onnx.name = "v"},
+                      %x: tensor<8x4xf32> {onnx.name = "x"},
+                      %z: tensor<8x4xf64> {onnx.name = "z"})
     -> (tensor<f32> {kiln.loss, onnx.name = "loss"}, tensor<4xf32> {kiln.grad_of = 0 : i64},
         tensor<4xf64> {kiln.grad_of = 1 : i64}) {
-  %s = kiln.reduce_sum %w {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
-  return %s, %w, %v : tensor<f32>, tensor<4xf32>, tensor<4xf64>
+  %s = kiln.reduce_mean %x {axes = array<i64: 0, 1>, keepdims = false} : (tensor<8x4xf32>) -> tensor<f32>
+  %gw = kiln.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<8x4xf32>) -> tensor<4xf32>
+  %gv = kiln.reduce_sum %z {axes = array<i64: 0>, keepdims = false} : (tensor<8x4xf64>) -> tensor<4xf64>
+  return %s, %gw, %gv : tensor<f32>, tensor<4xf32>, tensor<4xf64>
 }

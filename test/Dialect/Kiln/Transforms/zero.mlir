@@ -61,7 +61,7 @@ func.func @train_step(%w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.
     -> (tensor<f32> {kiln.loss}, tensor<4xf32> {kiln.update = 0 : i64}, tensor<4xf32>) {
   %l = kiln.reduce_sum %w {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   %ag = shard.all_reduce %w on @kiln_mesh grid_axes = [0] reduction = average : tensor<4xf32> -> tensor<4xf32>
-  // expected-error @+1 {{--kiln-zero: reads a full averaged gradient, which ZeRO shards}}
+  // expected-error @+1 {{--kiln-zero: reads a full reduced gradient, which ZeRO shards}}
   %e = kiln.exp %ag : tensor<4xf32>
   %nw = kiln.sgd_update %w, %ag, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return %l, %nw, %e : tensor<f32>, tensor<4xf32>, tensor<4xf32>

@@ -6,6 +6,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
+include "kiln/Dialect/Kiln/IR/KilnInterfaces.td"
 
 def Kiln_Dialect : Dialect {
   let name = "kiln";
@@ -38,6 +39,18 @@ def Kiln_Dialect : Dialect {
     /// executable gathers for checkpoints and slices on resume.
     static constexpr ::llvm::StringLiteral getShardedShapeAttrName() {
       return ::llvm::StringLiteral("kiln.sharded_shape");
+    }
+    /// Argument or result of a function: how the value is sharded over
+    /// the module's mesh (@kiln_mesh, shard.grid with kiln.axis_names), one
+    /// array of mesh-axis names per dimension, outermost axis first; [] is
+    /// whole. `[["dp"], []]`: rows split over dp, columns whole.
+    static constexpr ::llvm::StringLiteral getShardingAttrName() {
+      return ::llvm::StringLiteral("kiln.sharding");
+    }
+    /// On an op (written by --kiln-shard-propagation): one sharding, as
+    /// kiln.sharding, per result.
+    static constexpr ::llvm::StringLiteral getShardingsAttrName() {
+      return ::llvm::StringLiteral("kiln.shardings");
     }
     static constexpr ::llvm::StringLiteral getParamAttrName() {
       return ::llvm::StringLiteral("kiln.param");
@@ -87,8 +100,15 @@ def Kiln_Dialect : Dialect {
   }];
 }
 
-class Kiln_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Kiln_Dialect, mnemonic, traits>;
+// Every kiln op states its sharding rule (KilnShardingRules.cpp).
+// `shardingMethods`: the optional ShardingRuleOpInterface methods the op
+// implements (localizeAttributes).
+class Kiln_Op<string mnemonic, list<Trait> traits = [],
+              list<string> shardingMethods = []>
+    : Op<Kiln_Dialect, mnemonic,
+         !listconcat([DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface,
+                                                shardingMethods>],
+                     traits)>;
 
 // An elementwise op whose kernel reads element `i` of every operand before
 // writing element `i` of its result, so the result may take the bytes of an

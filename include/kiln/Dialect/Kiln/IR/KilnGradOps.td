@@ -12,9 +12,11 @@ include "kiln/Dialect/Kiln/IR/KilnOps.td"
 
 // A gradient op whose result types are given (they are the forward
 // operands' types), checked by the op's verifier where it has one.
-class Kiln_GradOp<string mnemonic, list<Trait> traits = []>
+class Kiln_GradOp<string mnemonic, list<Trait> traits = [],
+                  list<string> shardingMethods = []>
     : Kiln_Op<mnemonic, !listconcat([Pure,
-        DeclareOpInterfaceMethods<Kiln_CostOpInterface>], traits)> {
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>], traits),
+        shardingMethods> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -215,7 +217,7 @@ def Kiln_GatherGradOp : Kiln_GradOp<"gather_grad"> {
   let hasVerifier = 1;
 }
 
-def Kiln_SliceGradOp : Kiln_GradOp<"slice_grad"> {
+def Kiln_SliceGradOp : Kiln_GradOp<"slice_grad", [], ["localizeAttributes"]> {
   let summary = "gradient of slice";
   let description = [{
     Zeros of the result's type (the sliced tensor's) with `dy` written at the

@@ -84,4 +84,34 @@ def Kiln_StatefulOpInterface : OpInterface<"StatefulOpInterface"> {
   ];
 }
 
+def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    How the op's dimensions shard (ShardingRule.h): its factors (parallel,
+    reduction with the reduction that combines partial results, or
+    per-shard), and the factor of each operand and result dimension.
+    `--kiln-shard-propagation` and `--kiln-partition` are generic code over
+    this rule; every kiln op has one, and an op without one is a compile
+    error naming it.
+
+    ```mlir
+    // (m, k), (k, n) -> (m, n); k: reduction sum
+    %y = kiln.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{The op's sharding rule for its current types and attributes.}],
+      /*retTy=*/"::kiln::ShardingRule", /*methodName=*/"getShardingRule",
+      /*args=*/(ins)>,
+    InterfaceMethod<
+      /*desc=*/[{After `--kiln-partition` gave the op its per-rank operand
+        and result types: rewrites attributes that spell a whole
+        dimension's size (a slice's limit over a dimension it leaves
+        untouched) to the per-rank size. Most ops have none.}],
+      /*retTy=*/"void", /*methodName=*/"localizeAttributes",
+      /*args=*/(ins), /*methodBody=*/"", /*defaultImplementation=*/"return;">,
+  ];
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNINTERFACES_TD

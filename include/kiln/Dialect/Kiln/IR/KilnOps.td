@@ -20,11 +20,12 @@ defvar Kiln_Differentiable = DeclareOpInterfaceMethods<Kiln_DifferentiableOpInte
 
 // An op whose result types are computed by a C++ `inferReturnTypes`.
 class Kiln_InferOp<string mnemonic, list<Trait> traits = [],
-                   list<string> costMethods = []>
+                   list<string> costMethods = [],
+                   list<string> shardingMethods = []>
     : Kiln_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor,
                                      DeclareOpInterfaceMethods<Kiln_CostOpInterface,
                                                                costMethods>],
-                                    traits)> {
+                                    traits), shardingMethods> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -485,7 +486,8 @@ def Kiln_TransposeOp : Kiln_InferOp<"transpose", [Kiln_Differentiable], ["getFlo
   let hasFolder = 1;
 }
 
-def Kiln_SliceOp : Kiln_InferOp<"slice", [Kiln_Differentiable], ["getFlops"]> {
+def Kiln_SliceOp : Kiln_InferOp<"slice", [Kiln_Differentiable], ["getFlops"],
+                                 ["localizeAttributes"]> {
   let summary = "static strided slice";
   let description = [{
     Per dimension, the elements `start, start + stride, ...` before `limit`.

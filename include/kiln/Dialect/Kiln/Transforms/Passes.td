@@ -126,29 +126,31 @@ def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
 }
 
 def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
-  let summary = "Averages @train_step's gradients and loss over the dp ranks";
+  let summary = "Data parallelism: @train_step's batch split over dp ranks";
   let description = [{
-    Data parallelism on a mesh of `dp` ranks: each rank runs @train_step
-    on its slice of the global batch (the executable's sampler picks it),
-    so the gradient of a replicated parameter is the mean over ranks of the
-    rank's gradient. After `--kiln-autodiff` (the gradients are results,
-    tagged `kiln.grad_of`) and before `--kiln-attach-optimizer` (so the
-    gradient norm and clipping see the averaged gradients), this pass
-    declares the mesh, `shard.grid @kiln_mesh(shape = dp)` with
-    `kiln.axis_names = ["dp"]`, and replaces each gradient result and the
-    loss by its `shard.all_reduce ... on @kiln_mesh grid_axes = [0]
-    reduction = <average>`. The 1-rank run with the same global batch then
-    computes the same loss and update, up to the summation order.
+    The data-parallel strategy, on @train_step at the global batch after
+    `--kiln-autodiff` (the gradients are results, tagged `kiln.grad_of`)
+    and before `--kiln-attach-optimizer` (so the gradient norm and clipping
+    see whole gradients). It is the general passes with a fixed seed:
+    `--kiln-shard{mesh=dp=N func=train_step}` (the data inputs' batch split
+    over dp, parameters replicated), `--kiln-shard-propagation` and
+    `--kiln-partition`. The sharding rules then put the collectives where
+    the arithmetic needs them: each rank computes on its batch / dp rows;
+    a parameter's gradient, a sum over the batch, is `shard.all_reduce
+    ... reduction = sum` (inside backward, as soon as it is computed); a
+    mean loss is all-reduced with `average` and its gradient scaled by
+    1 / dp. The 1-rank run with the same global batch computes the same
+    loss and update, up to the summation order.
 
     BatchNorm normalizes each rank's batch by its own statistics (PyTorch
-    DDP's default), and each state update (the running statistics,
-    `kiln.update`) becomes `shard.broadcast ... root = [0]`: every rank
-    keeps rank 0's, as DDP's buffer broadcast does.
+    DDP's default: its batch factor is per-shard), and each state update
+    (the running statistics, `kiln.update`) becomes `shard.broadcast ...
+    root = [0]`: every rank keeps rank 0's, as DDP's buffer broadcast does.
 
-    With `compression` other than none, each gradient's all-reduce carries
-    `kiln.compression` (bf16, fp16, int8): the runtime sends it in that
-    format with error feedback (runtime/comm/Compression.h). The loss's
-    all-reduce is never compressed.
+    With `compression` other than none, each f32 gradient's all-reduce
+    carries `kiln.compression` (bf16, fp16, int8): the runtime sends it in
+    that format with error feedback (runtime/comm/Compression.h). The
+    loss's all-reduce is never compressed.
 
     With `dp` = 1 it does nothing.
   }];
@@ -168,6 +170,85 @@ def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
     `kiln.batch_norm_train` becomes `kiln.batch_norm` with the running
     statistics (which are returned unchanged).
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding: seed, propagate, partition (docs/Distributed.md)
+//===----------------------------------------------------------------------===//
+
+def KilnShardPass : Pass<"kiln-shard", "mlir::ModuleOp"> {
+  let summary = "Declares the mesh and seeds the shardings of function arguments";
+  let description = [{
+    Declares `shard.grid @kiln_mesh` with `kiln.axis_names` from `mesh`
+    ("dp=2,tp=2": axes outermost first; an existing @kiln_mesh must be the
+    same mesh) and writes `kiln.sharding` on arguments of every function:
+    - the data inputs (arguments that are not `kiln.param`, of rank >= 1,
+      other than the learning rate and step) get their dimension 0 (the
+      batch) split over `batch-axis` when the mesh has that axis;
+    - `shard` ("REGEX=SPEC;REGEX=SPEC"): arguments whose `onnx.name` matches
+      REGEX get SPEC, one entry per dimension separated by commas, each
+      an axis name, axes joined by `+`, or `-` for whole: `fc1.weight=tp,-`.
+      A user annotation overrides the batch seed, and an argument that
+      already has `kiln.sharding` keeps it (checked against the mesh).
+    A result that is a parameter's gradient (`kiln.grad_of`) or update
+    (`kiln.update`) gets that parameter's sharding, so a split parameter
+    stays split through the step.
+    Arguments that get nothing stay whole. `--kiln-shard-propagation` then
+    completes the shardings over each function.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "the mesh, NAME=SIZE[,NAME=SIZE...] (dp=2,tp=2)">,
+    Option<"batchAxis", "batch-axis", "std::string", "\"dp\"",
+           "the mesh axis the data inputs' batch dimension is split over">,
+    Option<"shard", "shard", "std::string", "\"\"",
+           "user shardings of arguments: REGEX=SPEC;... (SPEC: tp,- ...)">,
+    Option<"func", "func", "std::string", "\"\"",
+           "the one function to seed (default: every function)">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
+def KilnShardPropagationPass : Pass<"kiln-shard-propagation", "mlir::ModuleOp"> {
+  let summary = "Completes the shardings of every op from its sharding rule";
+  let description = [{
+    For each function, from its arguments' `kiln.sharding` (none: whole),
+    visits the ops in order and chooses each op's factor shardings
+    (ShardingRuleOpInterface) from its results' shardings when already
+    given (`kiln.shardings` written by hand or by a strategy: they win),
+    then its operands' in order; it writes the results' shardings as
+    `kiln.shardings`. An operand whose sharding conflicts with the choice
+    (an axis used twice, an axis that does not divide a factor, a
+    dimension the rule keeps whole) is resharded by `--kiln-partition`.
+    Fails, naming the op, on an op without a sharding rule; and on a
+    sharding that names an axis the mesh lacks or that does not divide
+    its dimension.
+  }];
+}
+
+def KilnPartitionPass : Pass<"kiln-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrites sharded functions to per-rank shapes with collectives";
+  let description = [{
+    SPMD partitioning after `--kiln-shard-propagation`: every tensor takes
+    the shape one rank holds (each split dimension divided by its axes'
+    rank count), and collectives (upstream `shard` ops over @kiln_mesh)
+    appear where the rules need them:
+    - an operand sharded other than its op needs: `shard.all_gather` of the
+      dimensions it must have whole, then `shard.all_slice` (local, no
+      communication) of the dimensions it must have split;
+    - a result that lacks a sharded factor (a contraction over a split
+      dimension): `shard.all_reduce` with the factor's reduction (sum,
+      average, max, min) over its axes;
+    - a result of an op that divides by a sharded factor's size (a mean
+      loss's gradient): multiplied by 1 / (the axes' rank count);
+    - a per-shard result (BatchNorm's running statistics under a split
+      batch) returned whole: `shard.broadcast` of rank 0's value, as
+      PyTorch DDP broadcasts its buffers.
+    Function results are returned as their `kiln.sharding` says (none:
+    whole). Argument and result attributes keep `kiln.sharding`, which
+    tells the caller which block each rank holds.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
 #endif // KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,329 @@
+//===- Partition.cpp - --kiln-partition -------------------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// SPMD partitioning of sharded functions (Passes.td has the contract). Each
+// op is rebuilt on per-rank values: its operands resharded to what its
+// factor shardings need, its results given per-rank types, partial results
+// all-reduced. The factor shardings are chosen as propagation chose them
+// (sharding::assignFactors, with the op's kiln.shardings first), from the
+// shardings the operands actually have after partitioning.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Sharding.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNPARTITIONPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::sharding;
+
+namespace {
+
+struct PartitionPass
+    : public kiln::impl::KilnPartitionPassBase<PartitionPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+using Reductions = SmallVector<std::pair<shard::ReductionKind, Axes>>;
+
+/// A per-rank value: its sharding, the mesh axes over which ranks hold
+/// different values that should be equal (per-shard statistics), and the
+/// reductions over ranks it still owes (a partial sum carried through
+/// reshapes and transposes to where a consumer needs the whole value).
+struct Local {
+  Value value;
+  Sharding sharding;
+  Axes divergent;
+  Reductions pending;
+};
+
+/// Appends `kind` over `axes` to `r`, merged with the last entry when that
+/// is the same kind (reductions of one kind over several axes are one).
+void addReduction(Reductions &r, shard::ReductionKind kind, const Axes &axes) {
+  if (!r.empty() && r.back().first == kind) {
+    r.back().second.append(axes.begin(), axes.end());
+    return;
+  }
+  r.push_back({kind, axes});
+}
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp f, const Mesh &mesh)
+      : f(f), mesh(mesh), b(f.getContext()) {}
+  LogicalResult run();
+
+private:
+  Value reshard(Location loc, const Local &from, const Sharding &to);
+  /// Emits the reductions `l` owes at the insertion point; `l` becomes the
+  /// reduced value.
+  void settle(Location loc, Local &l);
+  LogicalResult partitionOp(Operation &op);
+  bool onlyMovedOn(Value v);
+  RankedTensorType localType(Type global, const Sharding &s) {
+    auto t = cast<RankedTensorType>(global);
+    return RankedTensorType::get(localShape(t.getShape(), s, mesh),
+                                 t.getElementType());
+  }
+  FlatSymbolRefAttr meshRef() {
+    return FlatSymbolRefAttr::get(f.getContext(), kMeshName);
+  }
+
+  func::FuncOp f;
+  const Mesh &mesh;
+  OpBuilder b;
+  DenseMap<Value, Local> locals;
+  /// Block arguments' types before they took their per-rank ones.
+  DenseMap<Value, Type> globalTypes;
+  /// Each op's rule, taken from the global types before any changes.
+  DenseMap<Operation *, ShardingRule> rules;
+};
+
+Value Partitioner::reshard(Location loc, const Local &from,
+                           const Sharding &to) {
+  Value v = from.value;
+  Sharding cur = from.sharding;
+  auto type = [&]() { return cast<RankedTensorType>(v.getType()); };
+  // Gather every dimension that is split otherwise than `to` wants...
+  for (size_t d = 0; d < cur.size(); ++d) {
+    if (cur[d].empty() || cur[d] == to[d])
+      continue;
+    SmallVector<int64_t> shape(type().getShape());
+    shape[d] *= mesh.ranks(cur[d]);
+    v = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get(shape, type().getElementType()),
+        meshRef(), b.getDenseI16ArrayAttr(cur[d]), v, b.getIndexAttr(d));
+    cur[d].clear();
+  }
+  // ...then take this rank's block of each dimension `to` splits.
+  for (size_t d = 0; d < cur.size(); ++d) {
+    if (to[d].empty() || cur[d] == to[d])
+      continue;
+    SmallVector<int64_t> shape(type().getShape());
+    shape[d] /= mesh.ranks(to[d]);
+    v = shard::AllSliceOp::create(
+        b, loc, RankedTensorType::get(shape, type().getElementType()), v,
+        kMeshName, to[d], (int64_t)d);
+    cur[d] = to[d];
+  }
+  return v;
+}
+
+void Partitioner::settle(Location loc, Local &l) {
+  for (auto &[kind, axes] : l.pending) {
+    llvm::sort(axes);
+    l.value = shard::AllReduceOp::create(b, loc, l.value, kMeshName, axes, kind);
+  }
+  l.pending.clear();
+}
+
+/// Whether every user of `v` moves elements only (so a reduction `v` owes
+/// can wait for them).
+bool Partitioner::onlyMovedOn(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUsers(), [&](Operation *u) {
+    auto it = rules.find(u);
+    return it != rules.end() && u->getNumOperands() == 1 &&
+           it->second.movesElements;
+  });
+}
+
+LogicalResult Partitioner::partitionOp(Operation &op) {
+  const ShardingRule *rule = &rules.find(&op)->second;
+  SmallVector<Sharding> pinned;
+  if (auto given =
+          op.getAttrOfType<ArrayAttr>(KilnDialect::getShardingsAttrName()))
+    for (auto [a, v] : llvm::zip(given, op.getResults())) {
+      FailureOr<Sharding> s = parseSharding(
+          a, mesh, cast<RankedTensorType>(v.getType()).getShape(), op.getLoc(),
+          "result " + std::to_string(cast<OpResult>(v).getResultNumber()));
+      if (failed(s))
+        return failure();
+      pinned.push_back(*s);
+    }
+  SmallVector<const Sharding *> operands, results;
+  SmallVector<Type> operandTypes;
+  for (Value v : op.getOperands()) {
+    auto it = locals.find(v);
+    operands.push_back(it == locals.end() ? nullptr : &it->second.sharding);
+    operandTypes.push_back(globalTypes.lookup_or(v, v.getType()));
+  }
+  for (const Sharding &s : pinned)
+    results.push_back(&s);
+  results.resize(op.getNumResults(), nullptr);
+  OpSharding chosen =
+      assignFactors(&op, *rule, operands, results, mesh, operandTypes);
+
+  IRMapping map;
+  Axes divergent;
+  Reductions inherited;
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    auto it = locals.find(v);
+    if (it == locals.end())
+      continue; // not a tensor: used as is
+    if (!it->second.pending.empty()) {
+      if (rule->movesElements && op.getNumOperands() == 1)
+        inherited = it->second.pending;
+      else
+        settle(op.getLoc(), it->second);
+    }
+    map.map(v, reshard(op.getLoc(), it->second, chosen.operands[i]));
+    for (shard::GridAxis a : it->second.divergent)
+      if (!llvm::is_contained(divergent, a))
+        divergent.push_back(a);
+  }
+  Operation *clone = b.clone(op, map);
+  clone->removeAttr(KilnDialect::getShardingsAttrName());
+
+  for (auto [i, r] : llvm::enumerate(clone->getResults()))
+    r.setType(localType(op.getResult(i).getType(), chosen.results[i]));
+  if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone))
+    iface.localizeAttributes();
+  for (auto [i, r] : llvm::enumerate(clone->getResults())) {
+    Value v = r;
+    Axes resultDivergent = divergent;
+    // Factors sharded but absent from this result: combine the shards.
+    Reductions reductions = inherited;
+    double scale = 1;
+    for (auto [fi, factor] : llvm::enumerate(rule->factors)) {
+      const Axes &axes = chosen.factorAxes[fi];
+      if (axes.empty())
+        continue;
+      bool present = llvm::is_contained(rule->results[i], (int)fi);
+      if (present) {
+        if (factor.dividesBySize)
+          scale /= mesh.ranks(axes);
+        continue;
+      }
+      if (!factor.combine) {
+        resultDivergent.append(axes.begin(), axes.end());
+        continue;
+      }
+      addReduction(reductions, *factor.combine, axes);
+    }
+    // Scaling commutes with the reductions (sums, averages; max and min
+    // for the positive 1 / ranks), so it comes first.
+    if (scale != 1) {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (!isa<FloatType>(t.getElementType()))
+        return op.emitOpError()
+               << "divides result " << i << " by a sharded factor's size, "
+               << "but the result is not a float tensor";
+      auto c = ConstantOp::create(
+          b, op.getLoc(),
+          DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                                 FloatAttr::get(t.getElementType(), scale)));
+      v = MulOp::create(b, op.getLoc(), t, v, c).getResult();
+    }
+    Local l{v, chosen.results[i], resultDivergent, reductions};
+    if (!onlyMovedOn(op.getResult(i)))
+      settle(op.getLoc(), l);
+    locals[op.getResult(i)] = l;
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  if (!f.getBody().hasOneBlock())
+    return f.emitOpError() << "has several blocks: --kiln-partition "
+                              "partitions single-block functions";
+  Block &body = f.getBody().front();
+  // The rules, from the global types (the arguments' change below).
+  for (Operation &op : body) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    FailureOr<ShardingRule> rule = ruleOf(&op);
+    if (failed(rule))
+      return failure();
+    rules[&op] = std::move(*rule);
+  }
+  // Arguments: each rank receives its block.
+  for (BlockArgument arg : f.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t)
+      continue;
+    Sharding s = whole(t.getRank());
+    if (Attribute a = f.getArgAttr(arg.getArgNumber(),
+                                   KilnDialect::getShardingAttrName())) {
+      FailureOr<Sharding> p =
+          parseSharding(a, mesh, t.getShape(), arg.getLoc(),
+                        "argument " + std::to_string(arg.getArgNumber()));
+      if (failed(p))
+        return failure();
+      s = *p;
+    }
+    globalTypes[arg] = t;
+    arg.setType(localType(t, s));
+    locals[arg] = {arg, s, {}};
+  }
+  SmallVector<Operation *> old;
+  for (Operation &op : body) {
+    b.setInsertionPoint(&op);
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      SmallVector<Value> values;
+      SmallVector<Type> types;
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        auto it = locals.find(v);
+        if (it == locals.end()) {
+          values.push_back(v);
+          types.push_back(v.getType());
+          continue;
+        }
+        auto t = cast<RankedTensorType>(v.getType());
+        Sharding want = whole(t.getRank());
+        if (Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName())) {
+          FailureOr<Sharding> p = parseSharding(a, mesh, t.getShape(), f.getLoc(),
+                                                "result " + std::to_string(i));
+          if (failed(p))
+            return failure();
+          want = *p;
+        }
+        settle(ret.getLoc(), it->second);
+        Value local = reshard(ret.getLoc(), it->second, want);
+        // A per-shard value returned as one value: rank 0's.
+        if (!it->second.divergent.empty()) {
+          Axes axes = it->second.divergent;
+          llvm::sort(axes);
+          axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+          local = shard::BroadcastOp::create(
+              b, ret.getLoc(), local.getType(), meshRef(),
+              b.getDenseI16ArrayAttr(axes), local,
+              b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.size(), 0)),
+              ValueRange{});
+        }
+        values.push_back(local);
+        types.push_back(local.getType());
+      }
+      func::ReturnOp::create(b, ret.getLoc(), values);
+      f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(), types));
+      old.push_back(&op);
+      break;
+    }
+    if (failed(partitionOp(op)))
+      return failure();
+    old.push_back(&op);
+  }
+  for (Operation *op : llvm::reverse(old)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  return success();
+}
+
+void PartitionPass::runOnOperation() {
+  ModuleOp m = getOperation();
+  FailureOr<Mesh> mesh = getMesh(m, "--kiln-partition");
+  if (failed(mesh))
+    return signalPassFailure();
+  for (auto f : m.getOps<func::FuncOp>())
+    if (!f.isExternal() && failed(Partitioner(f, *mesh).run()))
+      return signalPassFailure();
+}
+
+} // namespace

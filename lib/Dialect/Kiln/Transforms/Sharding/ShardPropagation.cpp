@@ -1,0 +1,115 @@
+//===- ShardPropagation.cpp - --kiln-shard-propagation ----------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Completes the shardings of a function's ops from their sharding rules,
+// from the arguments forward (Passes.td has the contract). The arguments'
+// shardings are all known (none given: whole), and every op comes after its
+// operands' producers, so one visit in order decides every op.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Sharding.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNSHARDPROPAGATIONPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::sharding;
+
+namespace {
+
+struct ShardPropagationPass
+    : public kiln::impl::KilnShardPropagationPassBase<ShardPropagationPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+std::string argName(func::FuncOp f, unsigned i) {
+  auto name = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
+  return "argument '" + (name ? name.getValue().str() : std::to_string(i)) +
+         "'";
+}
+
+LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
+  MLIRContext *ctx = f.getContext();
+  DenseMap<Value, Sharding> known;
+  for (BlockArgument arg : f.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t)
+      continue;
+    Attribute a = f.getArgAttr(arg.getArgNumber(),
+                               KilnDialect::getShardingAttrName());
+    if (!a) {
+      known[arg] = whole(t.getRank());
+      continue;
+    }
+    FailureOr<Sharding> s = parseSharding(a, mesh, t.getShape(), arg.getLoc(),
+                                          argName(f, arg.getArgNumber()));
+    if (failed(s))
+      return failure();
+    known[arg] = *s;
+  }
+  for (Operation &op : f.getBody().front()) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    FailureOr<ShardingRule> rule = ruleOf(&op);
+    if (failed(rule))
+      return failure();
+    // Results pinned by hand (or by a strategy) come first.
+    SmallVector<Sharding> pinned;
+    if (auto given = op.getAttrOfType<ArrayAttr>(
+            KilnDialect::getShardingsAttrName())) {
+      for (auto [a, v] : llvm::zip(given, op.getResults())) {
+        auto t = cast<RankedTensorType>(v.getType());
+        FailureOr<Sharding> s =
+            parseSharding(a, mesh, t.getShape(), op.getLoc(),
+                          "result " + std::to_string(
+                                          cast<OpResult>(v).getResultNumber()));
+        if (failed(s))
+          return failure();
+        pinned.push_back(*s);
+      }
+    }
+    SmallVector<const Sharding *> operands, results;
+    for (Value v : op.getOperands()) {
+      auto it = known.find(v);
+      operands.push_back(it == known.end() ? nullptr : &it->second);
+    }
+    for (const Sharding &s : pinned)
+      results.push_back(&s);
+    results.resize(op.getNumResults(), nullptr);
+    OpSharding chosen = assignFactors(&op, *rule, operands, results, mesh);
+    SmallVector<Attribute> attrs;
+    for (auto [v, s] : llvm::zip(op.getResults(), chosen.results)) {
+      known[v] = s;
+      attrs.push_back(shardingAttr(s, mesh, ctx));
+    }
+    if (op.getNumResults())
+      op.setAttr(KilnDialect::getShardingsAttrName(),
+                 ArrayAttr::get(ctx, attrs));
+  }
+  // Function results: their requested sharding must fit the mesh.
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName());
+    auto t = dyn_cast<RankedTensorType>(f.getResultTypes()[i]);
+    if (a && t &&
+        failed(parseSharding(a, mesh, t.getShape(), f.getLoc(),
+                             "result " + std::to_string(i))))
+      return failure();
+  }
+  return success();
+}
+
+void ShardPropagationPass::runOnOperation() {
+  ModuleOp m = getOperation();
+  FailureOr<Mesh> mesh = getMesh(m, "--kiln-shard-propagation");
+  if (failed(mesh))
+    return signalPassFailure();
+  for (auto f : m.getOps<func::FuncOp>())
+    if (!f.isExternal() && failed(propagate(f, *mesh)))
+      return signalPassFailure();
+}
+
+} // namespace
