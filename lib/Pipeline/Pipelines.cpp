@@ -198,6 +198,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
     ao.freeze = opts.freeze;
     ao.bnRunningVar = *bnRunningVar;
     pm.addPass(createKilnAutodiffPass(ao));
+    if (opts.syncBatchNorm)
+      pm.addPass(createKilnExpandBatchNormPass());
     // The batch split over the ranks, the gradients summed over them before
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;

@@ -12,7 +12,8 @@
 #     draws the masks of its rows of the global batch;
 #   - a CNN with BatchNorm at dp=2 against PyTorch DDP (gloo), whose
 #     semantics it follows: per-rank batch statistics, rank 0's running
-#     statistics;
+#     statistics; with --sync-batchnorm at dp=2 and dp=4 against the 1-rank
+#     run, which matches PyTorch float64 on the whole global batch;
 #   - the MLP and the GPT at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
 #     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
 #     all-reduce crosses nodes); with the default buckets, with small ones
@@ -30,6 +31,7 @@
 #
 # Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
 import argparse
+import copy
 import json
 import re
 import os
@@ -184,6 +186,50 @@ def ddp_worker(rank, world, work, port):
     dist.destroy_process_group()
 
 
+def global_batch_reference(work, steps):
+    """The CNN trained in float64 by PyTorch in one process on each whole
+    global batch, in file order: BatchNorm over the global batch, which is
+    what SyncBatchNorm computes over the ranks. Also returns, per step, how
+    far the step's activations are from a kink: the smallest |input| of a
+    ReLU and the smallest gap between a max-pool window's two largest
+    values. Where that is within float32 round-off, two correct float32
+    runs may legitimately take different sides and part ways."""
+    torch.set_num_threads(1)
+    model = make_model("cnn").double()
+    init = {t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load(os.path.join(work, "cnn.onnx")).graph.initializer}
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            if k in init:
+                v.copy_(torch.from_numpy(init[k].astype(np.float64)))
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x = torch.from_numpy(np.load(os.path.join(work, "cnn_x.npy")).astype(np.float64))
+    y = torch.from_numpy(np.load(os.path.join(work, "cnn_y.npy")))
+    spe = SAMPLES // BATCH
+    out, margins = [], []
+    for s in range(steps):
+        lo = (s % spe) * BATCH
+        xb = x[lo:lo + BATCH]
+        with torch.no_grad():
+            m = copy.deepcopy(model)
+            a1 = m.bn1(m.conv1(xb))
+            r1 = F.relu(a1)
+            a2 = m.bn2(m.conv2(m.pool(r1)))
+            n, c, h, w = r1.shape
+            windows = r1.unfold(2, 2, 2).unfold(3, 2, 2).reshape(n, c, h // 2, w // 2, 4)
+            top = windows.topk(2, dim=-1).values
+            gaps = (top[..., 0] - top[..., 1])[top[..., 0] > 0]
+            margins.append(min(float(a1.abs().min()), float(a2.abs().min()),
+                               float(gaps.min()) if gaps.numel() else 1.0))
+        loss = F.cross_entropy(model(xb), y[lo:lo + BATCH])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(float(loss))
+    return out, {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}, margins
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -311,6 +357,54 @@ def main():
               "cnn (BatchNorm) dp=2: %d final tensors (parameters, rank 0's running "
               "statistics) match PyTorch DDP (worst %.1e of the tensor's scale, at least 0.1)"
               % (compared, worst))
+
+    # --sync-batchnorm: BatchNorm over the global batch (PyTorch's
+    # SyncBatchNorm): the statistics and the backward's sums all-reduced
+    # over the ranks. dp=2 and dp=4 must be the 1-rank run with the same
+    # flag (the N-rank = 1-rank invariant), and that the float64 PyTorch run
+    # on whole global batches (to float32 round-off: 1e-3 of the tensor's
+    # scale, as above).
+    # The runs stop before the first step whose activations float64 puts
+    # within 1e-6 of a ReLU's or a max-pool's kink (on this data, step 7: a
+    # BatchNorm output 1.9e-7 from 0): there float32 round-off legitimately
+    # decides the side.
+    _, _, margins = global_batch_reference(w, STEPS)
+    steps = next((i for i, m in enumerate(margins) if m < 1e-6), STEPS)
+    check(steps >= 4, "cnn --sync-batchnorm: %d steps before a kink within round-off "
+          "(margins %s)" % (steps, " ".join("%.0e" % m for m in margins)))
+    cnn_base = data + ["--steps", str(steps), "--no-shuffle", "--log-every", "0"]
+    sync_one = compile_exe(args, onnx_path, os.path.join(w, "cnn-1s.train"),
+                           flags + ["--sync-batchnorm"], 1)
+    r = run(sync_one, 1, cnn_base + ["--metrics", os.path.join(w, "cnn-1s.jsonl"),
+                                     "--export-onnx", os.path.join(w, "cnn-1s.onnx")])
+    check(r.returncode == 0, "cnn --sync-batchnorm on 1 rank runs", r.stderr.strip()[-400:])
+    if r.returncode == 0:
+        one_l = losses(os.path.join(w, "cnn-1s.jsonl"))
+        one_w = weights(os.path.join(w, "cnn-1s.onnx"))
+        ref_l, ref_s, _ = global_batch_reference(w, steps)
+        rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(one_l, ref_l))
+        worst = max(float(np.max(np.abs(one_w[k] - v))) / max(float(np.max(np.abs(v))), 0.1)
+                    for k, v in ref_s.items() if k in one_w and v.dtype == np.float64)
+        check(len(one_l) == steps and rel <= 1e-5 and worst <= 1e-5,
+              "cnn --sync-batchnorm: %d step losses and the final tensors match PyTorch "
+              "float64 on the global batch (worst loss %.1e relative, tensor %.1e of its "
+              "scale)" % (steps, rel, worst))
+        for dp in (2, 4):
+            exe = compile_exe(args, onnx_path, os.path.join(w, "cnn-%ds.train" % dp),
+                              flags + ["--sync-batchnorm"], dp)
+            met, out = (os.path.join(w, "cnn-%ds.jsonl" % dp),
+                        os.path.join(w, "cnn-%ds.onnx" % dp))
+            r = run(exe, dp, cnn_base + ["--metrics", met, "--export-onnx", out])
+            if r.returncode != 0:
+                check(False, "cnn --sync-batchnorm dp=%d: exit %d" % (dp, r.returncode),
+                      r.stderr.strip()[-400:])
+                continue
+            ok, why = close_losses(one_l, losses(met))
+            check(ok, "cnn --sync-batchnorm dp=%d: %d step losses match the 1-rank run (%s)"
+                  % (dp, steps, why))
+            ok, why = close_weights(one_w, weights(out))
+            check(ok, "cnn --sync-batchnorm dp=%d: final weights and running statistics "
+                  "match the 1-rank run (%s)" % (dp, why))
 
     # Checkpoints across meshes: dp=2 writes at step 8; 1 rank and dp=4 resume.
     onnx_path, flags, data = export(w, "mlp")

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
-//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2]] [--loss cross-entropy|mse|output] [--logits NAME]
+//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2] [--sync-batchnorm]] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
@@ -103,6 +103,12 @@ cl::opt<int> zeroStage(
     cl::desc("with --mesh dp=N: ZeRO stage; 1 shards the optimizer state over "
              "the ranks (each keeps 1/N of it), 2 also the gradients"),
     cl::value_desc("0|1|2"), cl::init(0), cl::cat(kilnCategory));
+cl::opt<bool> syncBatchNorm(
+    "sync-batchnorm",
+    cl::desc("with --mesh dp=N: BatchNorm normalises by the statistics of the "
+             "global batch, all-reduced over the ranks (PyTorch's "
+             "SyncBatchNorm); default: each rank's own, as DDP"),
+    cl::init(false), cl::cat(kilnCategory));
 cl::opt<std::string> gradCompression(
     "grad-compression",
     cl::desc("wire format of the gradient all-reduces with --mesh dp=N: "
@@ -241,6 +247,7 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     die("--zero " + std::to_string(zeroStage) +
         " shards over the data-parallel ranks: it needs --mesh dp=N with N > 1");
   opts.zero = zeroStage;
+  opts.syncBatchNorm = syncBatchNorm;
   if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
       opts.gradCompression != "fp16" && opts.gradCompression != "int8")
     die("--grad-compression must be none, bf16, fp16 or int8, got '" +

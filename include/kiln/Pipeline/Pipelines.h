@@ -69,6 +69,11 @@ struct TrainCompileOptions {
   /// With dp > 1, the ZeRO stage (--zero): 1 shards the optimizer state
   /// over the ranks (--kiln-zero).
   int64_t zero = 0;
+  /// BatchNorm over the global batch (--sync-batchnorm): training BatchNorm
+  /// is expanded into reductions (--kiln-expand-batch-norm), which the
+  /// data-parallel partitioning all-reduces. Off: per-rank statistics, as
+  /// PyTorch DDP.
+  bool syncBatchNorm = false;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

@@ -163,6 +163,28 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def KilnExpandBatchNormPass : Pass<"kiln-expand-batch-norm", "mlir::ModuleOp"> {
+  let summary = "Expands training BatchNorm into reductions and elementwise ops";
+  let description = [{
+    Rewrites `kiln.batch_norm_train` and `kiln.batch_norm_train_grad` into
+    `kiln.reduce_mean` / `kiln.reduce_sum` over the batch and spatial axes
+    and elementwise ops, computing the same values (the biased variance
+    normalises; the running variance is unbiased with
+    `unbiased_running_var`):
+
+        mean = mean(x), xc = x - mean, var = mean(xc^2), istd = rsqrt(var + eps)
+        y = xc * istd * scale + bias
+        dbias = sum(dy), dscale = sum(dy * xc * istd)
+        dx = scale * istd * (dy - dbias / n - xc * istd * dscale / n)
+
+    Its use is SyncBatchNorm (`kiln-compile --sync-batchnorm`): under
+    data parallelism the reductions' sharding rules all-reduce the
+    statistics and the backward sums over every rank, so each rank
+    normalises by the global batch's statistics, as the 1-rank run does.
+    Runs after `--kiln-autodiff` and before `--kiln-data-parallel`.
+  }];
+}
+
 def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
   let summary = "Rewrites @forward's training-mode ops for evaluation";
   let description = [{
