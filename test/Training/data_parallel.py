@@ -389,22 +389,22 @@ def main():
               "cnn --sync-batchnorm: %d step losses and the final tensors match PyTorch "
               "float64 on the global batch (worst loss %.1e relative, tensor %.1e of its "
               "scale)" % (steps, rel, worst))
-        for dp in (2, 4):
-            exe = compile_exe(args, onnx_path, os.path.join(w, "cnn-%ds.train" % dp),
-                              flags + ["--sync-batchnorm"], dp)
-            met, out = (os.path.join(w, "cnn-%ds.jsonl" % dp),
-                        os.path.join(w, "cnn-%ds.onnx" % dp))
+        for dp, zero in ((2, []), (4, []), (2, ["--zero", "1"]), (4, ["--zero", "2"])):
+            tag = "cnn --sync-batchnorm dp=%d%s" % (dp, " " + " ".join(zero) if zero else "")
+            suffix = "%ds%s" % (dp, zero[-1] if zero else "")
+            exe = compile_exe(args, onnx_path, os.path.join(w, "cnn-%s.train" % suffix),
+                              flags + ["--sync-batchnorm"] + zero, dp)
+            met, out = (os.path.join(w, "cnn-%s.jsonl" % suffix),
+                        os.path.join(w, "cnn-%s.onnx" % suffix))
             r = run(exe, dp, cnn_base + ["--metrics", met, "--export-onnx", out])
             if r.returncode != 0:
-                check(False, "cnn --sync-batchnorm dp=%d: exit %d" % (dp, r.returncode),
-                      r.stderr.strip()[-400:])
+                check(False, "%s: exit %d" % (tag, r.returncode), r.stderr.strip()[-400:])
                 continue
             ok, why = close_losses(one_l, losses(met))
-            check(ok, "cnn --sync-batchnorm dp=%d: %d step losses match the 1-rank run (%s)"
-                  % (dp, steps, why))
+            check(ok, "%s: %d step losses match the 1-rank run (%s)" % (tag, steps, why))
             ok, why = close_weights(one_w, weights(out))
-            check(ok, "cnn --sync-batchnorm dp=%d: final weights and running statistics "
-                  "match the 1-rank run (%s)" % (dp, why))
+            check(ok, "%s: final weights and running statistics match the 1-rank run (%s)"
+                  % (tag, why))
 
     # Checkpoints across meshes: dp=2 writes at step 8; 1 rank and dp=4 resume.
     onnx_path, flags, data = export(w, "mlp")
