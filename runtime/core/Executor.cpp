@@ -646,6 +646,22 @@ void Program::setTrace(TraceRecorder *trace) { impl_->ctx.trace = trace; }
 void Program::setBatchShard(int64_t index, int64_t count) {
   impl_->ctx.batchShardIndex = index;
   impl_->ctx.batchShardCount = count;
+  // Parameters split over the ranks start from this rank's block.
+  for (size_t k = 0; k < impl_->params.size(); ++k) {
+    const PlanValue &v = impl_->plan.values[impl_->paramValue[k]];
+    if (v.blocks == 1)
+      continue;
+    if (v.blocks != count || index < 0 || index >= count)
+      throw Error("parameter '" + v.name + "' is split into " +
+                  std::to_string(v.blocks) + " blocks, but this is rank " +
+                  std::to_string(index) + " of " + std::to_string(count));
+    if (v.bytes)
+      impl_->device->copyOnDevice(impl_->params[k].buf.data(),
+                                  impl_->blob.data() + v.dataOffset +
+                                      (uint64_t)index * v.bytes,
+                                  v.bytes, *impl_->stream);
+  }
+  impl_->stream->synchronize();
 }
 uint64_t Program::seed() const { return impl_->ctx.seed; }
 uint64_t Program::step() const { return impl_->ctx.step; }

@@ -153,9 +153,20 @@ void parseValue(const json &v, size_t i, const ParsedPlan &plan,
       }
     uint64_t off = needU64(v, "data_offset", where);
     uint64_t n = needU64(v, "data_bytes", where);
-    if (n != bytes)
+    uint64_t blocks = 1;
+    if (out.kind == ValueKind::Param && field(v, "blocks")) {
+      blocks = needU64(v, "blocks", where);
+      if (blocks < 1 || blocks > 65536)
+        fail(where + "'blocks' is " + std::to_string(blocks) +
+             ", not in [1, 65536]");
+    }
+    if (n / blocks != bytes || n % blocks)
       fail(where + "'data_bytes' is " + std::to_string(n) + ", " +
-           out.desc.str() + " needs " + std::to_string(bytes));
+           out.desc.str() + (blocks > 1 ? " in " + std::to_string(blocks) +
+                                              " blocks"
+                                        : std::string()) +
+           " needs " + std::to_string(bytes * blocks));
+    out.blocks = (int64_t)blocks;
     if (off > plan.blob.size() || n > plan.blob.size() - off)
       fail(where + "data [" + std::to_string(off) + ", +" + std::to_string(n) +
            ") runs past the end of the " + std::to_string(plan.blob.size()) +

@@ -27,6 +27,10 @@ struct PlanValue {
   std::string role;     // param: weight|state|frozen|optimizer ("" = weight)
   int64_t index = -1;   // input: the caller's input position
   uint64_t dataOffset = 0; // param, constant: into the blob
+  /// param: the blob holds this many consecutive values of `bytes` each,
+  /// one per rank of a mesh that splits the parameter (ZeRO-3); block 0
+  /// until Program::setBatchShard picks this rank's.
+  int64_t blocks = 1;
   uint64_t offset = 0;  // arena: into the arena
   int64_t source = -1;  // view: the viewed value
   int64_t root = -1;    // the non-view value whose bytes this is (self if none)

@@ -259,6 +259,43 @@ TEST(Executor, ParamsPersistAndCanBeSet) {
   EXPECT_EQ(values(s), std::vector<float>{9});
 }
 
+TEST(Executor, SplitParamsLoadTheirRanksBlock) {
+  // w: f32[2] split into 3 blocks (ZeRO-3): the blob holds all three; the
+  // program starts from block 0 and setBatchShard picks the rank's.
+  json vals = json::array();
+  vals.push_back(value("f32", {2}, "input"));
+  vals[0]["index"] = 0;
+  vals[0]["name"] = "x";
+  vals.push_back(value("f32", {2}, "param"));
+  vals[1]["name"] = "w";
+  vals[1]["data_offset"] = 0;
+  vals[1]["data_bytes"] = 24;
+  vals[1]["blocks"] = 3;
+  vals.push_back(value("f32", {2}, "arena"));
+  vals[2]["offset"] = 0;
+  auto p = load(header(vals, {0}, {2}, {step("add", {1, 0}, {2})}, 64),
+                blobOf({{1, 2, 3, 4, 5, 6}}));
+  ASSERT_TRUE(p);
+  std::string err;
+  HostTensor w;
+  ASSERT_TRUE(p->getParam("w", w, err)) << err;
+  EXPECT_EQ(values(w), (std::vector<float>{1, 2}));
+  p->setBatchShard(2, 3);
+  ASSERT_TRUE(p->getParam("w", w, err)) << err;
+  EXPECT_EQ(values(w), (std::vector<float>{5, 6}));
+  HostTensor x = f32({2}, {10, 20});
+  std::vector<HostTensor> out;
+  ASSERT_TRUE(p->run({&x}, out, err)) << err;
+  EXPECT_EQ(values(out[0]), (std::vector<float>{15, 26}));
+  try {
+    p->setBatchShard(1, 2);
+    ADD_FAILURE() << "a mesh of 2 ranks was accepted for 3 blocks";
+  } catch (const std::exception &e) {
+    EXPECT_STREQ(e.what(),
+                 "parameter 'w' is split into 3 blocks, but this is rank 1 of 2");
+  }
+}
+
 TEST(Executor, InputChecks) {
   auto p = load(basicPlan(), basicBlob());
   ASSERT_TRUE(p);

@@ -254,6 +254,17 @@ TEST(Plan, ValueErrors) {
             "128-byte data blob");
   EXPECT_EQ(headerError([](json &h) { h["values"][1]["data_bytes"] = 20; }),
             "value 1: 'data_bytes' is 20, f32[2,3] needs 24");
+  // A parameter split into blocks (one per rank) holds all of them.
+  EXPECT_EQ(headerError([](json &h) { h["values"][1]["blocks"] = 2; }),
+            "value 1: 'data_bytes' is 24, f32[2,3] in 2 blocks needs 48");
+  EXPECT_EQ(headerError([](json &h) { h["values"][1]["blocks"] = 0; }),
+            "value 1: 'blocks' is 0, not in [1, 65536]");
+  EXPECT_EQ(headerError([](json &h) {
+              h["values"][1]["blocks"] = 2;
+              h["values"][1]["data_bytes"] = 48;
+              h["values"][2]["data_offset"] = 128;
+            }),
+            "value 2: data [128, +24) runs past the end of the 128-byte data blob");
   EXPECT_EQ(headerError([](json &h) { h["values"][1]["data_offset"] = 2; }),
             "value 1: 'data_offset' 2 is not a multiple of the element size");
   EXPECT_EQ(headerError([](json &h) { h["values"][1].erase("name"); }),

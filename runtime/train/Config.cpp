@@ -190,8 +190,8 @@ Config parseConfig(std::string_view text) {
       if (c.dp < 1 || c.dp > (int64_t(1) << 20))
         bad("mesh dp must be in [1, 2^20], got " + std::to_string(c.dp));
       c.zero = *getInt(*m, Key::MeshZero, "mesh ");
-      if (c.zero < 0 || c.zero > 2)
-        bad("mesh zero must be 0, 1 or 2 (this runtime), got " + std::to_string(c.zero));
+      if (c.zero < 0 || c.zero > 3)
+        bad("mesh zero must be 0, 1, 2 or 3, got " + std::to_string(c.zero));
       if (const json *s = field(*m, Key::MeshSharded)) {
         if (!s->is_object())
           bad("mesh 'sharded' must be an object of name: shape");

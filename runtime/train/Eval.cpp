@@ -108,9 +108,18 @@ Evaluator::Evaluator(
   }
 }
 
-EvalResult Evaluator::run(const rt::Program &train, int64_t step) {
+EvalResult Evaluator::run(const rt::Program &train, int64_t step,
+                          const std::map<std::string, rt::HostTensor> *whole) {
   std::string err;
   for (const std::string &name : program_->paramNames()) {
+    if (whole) {
+      auto it = whole->find(name);
+      if (it != whole->end()) {
+        if (!program_->setParam(name, it->second, err))
+          fail("eval: " + err);
+        continue;
+      }
+    }
     rt::TensorDesc d;
     if (!train.getParamDesc(name, d))
       continue;

@@ -16,6 +16,7 @@
 
 #include "kiln/runtime/Runtime.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -34,8 +35,10 @@ public:
   Evaluator(std::string_view plan, const Config &config,
             const std::vector<std::pair<std::string, std::string>> &bindings);
   /// Copies the parameters of `train` the eval plan shares and runs it over
-  /// the eval set. Throws UserError.
-  EvalResult run(const rt::Program &train, int64_t step);
+  /// the eval set; `whole` (may be null) holds the gathered parameters
+  /// `train` keeps split over the ranks (ZeRO-3). Throws UserError.
+  EvalResult run(const rt::Program &train, int64_t step,
+                 const std::map<std::string, rt::HostTensor> *whole = nullptr);
 
 private:
   const Config &config_;

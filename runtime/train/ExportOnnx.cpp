@@ -86,7 +86,8 @@ void checkExportable(std::string_view model, const std::string &outPath) {
 }
 
 size_t exportOnnx(std::string_view bytes, const rt::Program &program,
-                  const std::string &outPath) {
+                  const std::string &outPath,
+                  const std::map<std::string, rt::HostTensor> *whole) {
   const std::string where = "--export-onnx " + outPath + ": ";
   onnx::ModelProto model;
   parseModel(bytes, outPath, model);
@@ -96,6 +97,14 @@ size_t exportOnnx(std::string_view bytes, const rt::Program &program,
     rt::TensorDesc desc;
     if (!program.getParamDesc(t.name(), desc))
       continue;
+    const rt::HostTensor *gathered = nullptr;
+    if (whole) {
+      auto it = whole->find(t.name());
+      if (it != whole->end())
+        gathered = &it->second;
+    }
+    if (gathered)
+      desc = gathered->desc();
     DType dt;
     if (!onnxType(t.data_type(), dt) || dt != desc.dtype)
       fail(where + "initializer '" + t.name() + "' has ONNX data type " +
@@ -109,7 +118,9 @@ size_t exportOnnx(std::string_view bytes, const rt::Program &program,
            std::to_string(numel) + " elements, the trained parameter is " +
            desc.str());
     rt::HostTensor value;
-    if (!program.getParam(t.name(), value, err))
+    if (gathered)
+      value = *gathered;
+    else if (!program.getParam(t.name(), value, err))
       fail(where + err);
     t.clear_float_data();
     t.clear_int32_data();

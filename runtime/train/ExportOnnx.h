@@ -12,6 +12,7 @@
 
 #include "kiln/runtime/Runtime.h"
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -22,9 +23,12 @@ namespace kiln::train {
 void checkExportable(std::string_view model, const std::string &outPath);
 
 /// Writes the updated model atomically; returns the number of initializers
-/// replaced. Throws UserError.
+/// replaced. `whole` (may be null) holds parameters the program keeps split
+/// over the ranks (ZeRO-3), gathered: they are written from it. Throws
+/// UserError.
 size_t exportOnnx(std::string_view model, const rt::Program &program,
-                  const std::string &outPath);
+                  const std::string &outPath,
+                  const std::map<std::string, rt::HostTensor> *whole = nullptr);
 
 } // namespace kiln::train
 

@@ -431,18 +431,27 @@ int runTraining(int argc, char **argv) {
       head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
     log.message(head);
     if (config.dp > 1) {
-      // What each rank holds: ZeRO-1 keeps 1/dp of the optimizer state.
-      double weights = 0, state = 0;
+      // What each rank holds: ZeRO-1 keeps 1/dp of the optimizer state,
+      // ZeRO-3 also of the parameters it splits.
+      double weights = 0, state = 0, splitWeights = 0;
       for (const std::string &n : program->paramNames()) {
         rt::TensorDesc d;
         program->getParamDesc(n, d);
-        (program->paramRole(n) == "optimizer" ? state : weights) += (double)d.bytes();
+        bool opt = program->paramRole(n) == "optimizer";
+        (opt ? state : weights) += (double)d.bytes();
+        if (!opt && config.sharded.count(n))
+          splitWeights += (double)d.bytes();
       }
       auto mib = [](double b) { return fmt("%.2f", b / (1024.0 * 1024.0)); };
-      log.message("memory per rank: parameters " + mib(weights) +
-                  " MiB, optimizer state " + mib(state) + " MiB" +
+      std::string part = "1/" + std::to_string(config.dp);
+      log.message("memory per rank: parameters " + mib(weights) + " MiB" +
+                  (splitWeights > 0 ? " (ZeRO-3: " + mib(splitWeights) +
+                                          " MiB of it is " + part +
+                                          " of the split parameters)"
+                                    : "") +
+                  ", optimizer state " + mib(state) + " MiB" +
                   (config.zero ? " (ZeRO-" + std::to_string(config.zero) +
-                                     ": 1/" + std::to_string(config.dp) + " of it)"
+                                     ": " + part + " of it)"
                                : "") +
                   ", activations and gradients (arena) " +
                   mib((double)program->arenaBytes()) + " MiB");
@@ -466,9 +475,9 @@ int runTraining(int argc, char **argv) {
     p.position = step % spe;
     return p;
   };
-  auto saveCheckpoint = [&](int64_t step) {
-    // ZeRO: every rank's blocks of the sharded parameters, gathered (every
-    // rank takes part); rank 0 writes the whole tensors.
+  // ZeRO: every rank's blocks of the sharded parameters and state,
+  // gathered into whole tensors (every rank takes part).
+  auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
     for (const auto &[name, shape] : config.sharded) {
       rt::HostTensor block;
@@ -481,6 +490,11 @@ int runTraining(int argc, char **argv) {
           .wait();
       whole[name] = wholeOf(all.data(), block.dtype(), shape);
     }
+    return whole;
+  };
+  auto saveCheckpoint = [&](int64_t step) {
+    // Rank 0 writes the whole tensors.
+    std::map<std::string, rt::HostTensor> whole = gatherSharded();
     if (!lead)
       return; // the rest is replicated: rank 0 writes it
     std::string path = store->save(*program, config, positionAfter(step),
@@ -582,8 +596,13 @@ int runTraining(int argc, char **argv) {
       }
 
       bool more = s + 1 < total;
-      if (evaluator && opt.evalEvery && (s + 1) % opt.evalEvery == 0 && more) {
-        EvalResult r = evaluator->run(*program, s);
+      bool evalNow = !opt.evalData.empty() && opt.evalEvery &&
+                     (s + 1) % opt.evalEvery == 0 && more;
+      std::map<std::string, rt::HostTensor> wholeNow;
+      if (evalNow && !config.sharded.empty())
+        wholeNow = gatherSharded(); // every rank: the evaluator is rank 0's
+      if (evaluator && evalNow) {
+        EvalResult r = evaluator->run(*program, s, &wholeNow);
         rec.evalLoss = r.loss;
         rec.evalAccuracy = r.accuracy;
         log.step(rec);
@@ -627,13 +646,17 @@ int runTraining(int argc, char **argv) {
       saveCheckpoint(total);
   }
 
+  std::map<std::string, rt::HostTensor> wholeEnd;
+  if ((!opt.exportOnnx.empty() || !opt.evalData.empty()) && !config.sharded.empty())
+    wholeEnd = gatherSharded(); // every rank: export and eval are rank 0's
   if (!opt.exportOnnx.empty() && lead) {
-    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx);
+    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx, &wholeEnd);
     log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
   }
   if (evaluator) {
-    EvalResult r = evaluator->run(*program, std::max<int64_t>(first, total) - 1);
+    EvalResult r =
+        evaluator->run(*program, std::max<int64_t>(first, total) - 1, &wholeEnd);
     log.message("eval: " + evalLine(r));
   }
   if (profiler) {

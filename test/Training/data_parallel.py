@@ -14,6 +14,8 @@
 #     semantics it follows: per-rank batch statistics, rank 0's running
 #     statistics; with --sync-batchnorm at dp=2 and dp=4 against the 1-rank
 #     run, which matches PyTorch float64 on the whole global batch;
+#   - ZeRO 1, 2 and 3 (parameters split, gathered before each use), and
+#     checkpoints across meshes with each;
 #   - the MLP and the GPT at dp=2 and dp=4 (one node: the ranks share memory) and at dp=4
 #     in simulated nodes of 2 (--ranks-per-node 2: the hierarchical
 #     all-reduce crosses nodes); with the default buckets, with small ones
@@ -256,7 +258,9 @@ def main():
                 (2, [], [], ""), (4, [], [], ""), (4, ["--ranks-per-node", "2"], [], "h"),
                 (2, [], ["--bucket-mb", "0.01"], "b"), (4, [], ["--bucket-mb", "0"], "s"),
                 (2, [], ["--zero", "1"], "z"), (4, ["--ranks-per-node", "2"], ["--zero", "1"], "z"),
-                (4, [], ["--zero", "2", "--bucket-mb", "0.01"], "y")):
+                (4, [], ["--zero", "2", "--bucket-mb", "0.01"], "y"),
+                (2, [], ["--zero", "3"], "t"),
+                (4, ["--ranks-per-node", "2"], ["--zero", "3", "--bucket-mb", "0.01"], "u")):
             tag = "%s dp=%d%s%s" % (name, dp, " nodes of 2" if extra else "",
                                     " " + " ".join(buckets) if buckets else "")
             exe = compile_exe(args, onnx_path,
@@ -389,7 +393,8 @@ def main():
               "cnn --sync-batchnorm: %d step losses and the final tensors match PyTorch "
               "float64 on the global batch (worst loss %.1e relative, tensor %.1e of its "
               "scale)" % (steps, rel, worst))
-        for dp, zero in ((2, []), (4, []), (2, ["--zero", "1"]), (4, ["--zero", "2"])):
+        for dp, zero in ((2, []), (4, []), (2, ["--zero", "1"]), (4, ["--zero", "2"]),
+                         (2, ["--zero", "3"])):
             tag = "cnn --sync-batchnorm dp=%d%s" % (dp, " " + " ".join(zero) if zero else "")
             suffix = "%ds%s" % (dp, zero[-1] if zero else "")
             exe = compile_exe(args, onnx_path, os.path.join(w, "cnn-%s.train" % suffix),
@@ -488,6 +493,28 @@ def main():
         d = os.path.join(w, "ckr%d%s" % (ranks, os.path.basename(src)))
         shutil.copytree(src, d)
         met = os.path.join(w, "resumed-z%d.jsonl" % ranks)
+        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                                    "--checkpoint-dir", d, "--metrics", met])
+        ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
+        check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
+              % (what, why))
+
+    # ZeRO-3 checkpoints hold whole parameters too: a dp=4 --zero 3
+    # checkpoint resumes on dp=2 with ZeRO-3 and on 1 rank, and a 1-rank
+    # checkpoint on dp=4 with ZeRO-3, each with the uninterrupted losses.
+    ck3 = os.path.join(w, "ck3")
+    z4 = os.path.join(w, "mlp-4u.train")
+    r = run(z4, 4, data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                           "--checkpoint-dir", ck3])
+    check(r.returncode == 0 and os.listdir(ck3) == ["step-00000008"],
+          "dp=4 --zero 3 writes one checkpoint", r.stderr[-300:])
+    for exe, ranks, src, what in (
+            (os.path.join(w, "mlp-2t.train"), 2, ck3, "a dp=4 ZeRO-3 checkpoint on dp=2 ZeRO-3"),
+            (os.path.join(w, "mlp-1.train"), 1, ck3, "a dp=4 ZeRO-3 checkpoint on 1 rank"),
+            (z4, 4, ck1, "a 1-rank checkpoint on dp=4 ZeRO-3")):
+        d = os.path.join(w, "ckr3-%d%s" % (ranks, os.path.basename(src)))
+        shutil.copytree(src, d)
+        met = os.path.join(w, "resumed-3z%d.jsonl" % ranks)
         r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
                                     "--checkpoint-dir", d, "--metrics", met])
         ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])

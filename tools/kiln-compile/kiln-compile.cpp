@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
-//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2] [--sync-batchnorm]] [--loss cross-entropy|mse|output] [--logits NAME]
+//     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2|3] [--sync-batchnorm]] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
@@ -101,8 +101,9 @@ cl::opt<double> bucketMB(
 cl::opt<int> zeroStage(
     "zero",
     cl::desc("with --mesh dp=N: ZeRO stage; 1 shards the optimizer state over "
-             "the ranks (each keeps 1/N of it), 2 also the gradients"),
-    cl::value_desc("0|1|2"), cl::init(0), cl::cat(kilnCategory));
+             "the ranks (each keeps 1/N of it), 2 also the gradients, 3 also "
+             "the parameters (all-gathered before each use)"),
+    cl::value_desc("0|1|2|3"), cl::init(0), cl::cat(kilnCategory));
 cl::opt<bool> syncBatchNorm(
     "sync-batchnorm",
     cl::desc("with --mesh dp=N: BatchNorm normalises by the statistics of the "
@@ -239,10 +240,6 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
   opts.bucketMB = bucketMB;
   if (zeroStage < 0 || zeroStage > 3)
     die("--zero must be 0, 1, 2 or 3, got " + std::to_string(zeroStage));
-  if (zeroStage > 2)
-    die("--zero " + std::to_string(zeroStage) +
-        " (sharded parameters) is not built yet; --zero 1 shards the optimizer "
-        "state, --zero 2 also the gradients");
   if (zeroStage > 0 && opts.dp < 2)
     die("--zero " + std::to_string(zeroStage) +
         " shards over the data-parallel ranks: it needs --mesh dp=N with N > 1");

@@ -13,6 +13,7 @@
 #include "kiln/runtime/KernelManifest.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -312,11 +313,35 @@ LogicalResult PlanWriter::write(std::string &out) {
         if (it == params.end())
           return func.emitOpError() << "parameter '" << argName
                                     << "' has no value to write";
-        if ((int64_t)it->second.size() != bytes)
+        auto whole = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            arg.getArgNumber(), KilnDialect::getShardedShapeAttrName());
+        int64_t blocks = 1;
+        if (whole) {
+          // Split over the dp ranks (ZeRO-3): every rank's block of the
+          // flattened value, zero-padded; each rank loads its own.
+          auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+              func, StringAttr::get(func.getContext(), "kiln_mesh"));
+          if (!grid || grid.getShape().size() != 1)
+            return func.emitOpError()
+                   << "parameter '" << argName
+                   << "' is sharded, but the module has no 1-axis @kiln_mesh";
+          blocks = grid.getShape()[0];
+        }
+        if ((int64_t)it->second.size() > bytes * blocks ||
+            (!whole && (int64_t)it->second.size() != bytes))
           return func.emitOpError() << "parameter '" << argName << "' has "
                                     << it->second.size() << " bytes, its type "
-                                    << "needs " << bytes;
-        (*e)["data_offset"] = addBlob(it->second);
+                                    << "needs " << bytes
+                                    << (whole ? " in each of " +
+                                                    std::to_string(blocks) +
+                                                    " blocks"
+                                              : std::string());
+        std::string data = it->second;
+        data.resize(bytes * blocks, '\0');
+        (*e)["data_offset"] = addBlob(data);
+        if (blocks > 1)
+          (*e)["blocks"] = blocks;
+        bytes *= blocks;
       }
       (*e)["kind"] = "param";
       (*e)["data_bytes"] = bytes;

@@ -228,6 +228,14 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << "f32 only";
     return success();
   }
+  if (name == getZeroGatherAttrName()) {
+    if (!isa<shard::AllGatherOp>(op))
+      return op->emitError() << name << " belongs on a shard.all_gather";
+    if (!isa<IntegerAttr>(attr.getValue()))
+      return op->emitError() << name << " must be an integer, got "
+                             << attr.getValue();
+    return success();
+  }
   if (name == getAxisNamesAttrName()) {
     auto grid = dyn_cast<shard::GridOp>(op);
     if (!grid)

@@ -39,13 +39,6 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
     }
     if (stage == 0)
       return;
-    if (stage > 2) {
-      m.emitError("--kiln-zero: stage ")
-          << (int64_t)stage
-          << " (sharded parameters) is not built yet; stage 1 shards the "
-             "optimizer state, stage 2 also the gradients";
-      return signalPassFailure();
-    }
     auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
     auto grid = m.lookupSymbol<shard::GridOp>("kiln_mesh");
     if (!f || f.isExternal() || !grid) {
@@ -190,6 +183,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
                               "--kiln-attach-optimizer first";
 
   OpBuilder b(f.getContext());
+  int64_t gatherUse = 0;
   for (Operation *u : updates) {
     auto p = cast<BlockArgument>(u->getOperand(0));
     auto T = cast<RankedTensorType>(p.getType());
@@ -201,10 +195,54 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
     const int64_t N = (n + dp - 1) / dp * dp, k = N / dp;
     Type elt = T.getElementType();
     auto kType = flatType(k, elt);
-    b.setInsertionPoint(u);
     Location loc = u->getLoc();
+    // Stage 3 splits the parameter itself (one smaller than dp elements
+    // stays whole: its blocks would be mostly padding).
+    const bool splitParam = stage >= 3 && n >= dp;
+    if (splitParam) {
+      if (!llvm::all_of(p.getUsers(), [&](Operation *x) {
+            return x == u || x->getBlock() == &body;
+          }))
+        return u->emitOpError() << "--kiln-zero: parameter #"
+                                << p.getArgNumber()
+                                << " is used inside a region";
+      // Each other reader gets its own whole copy, all-gathered right
+      // before it and dead right after (forward and backward each gather
+      // again); the attribute keeps CSE from merging the copies.
+      SmallVector<Operation *> readers;
+      for (Operation *x : p.getUsers())
+        if (x != u && !llvm::is_contained(readers, x))
+          readers.push_back(x);
+      for (Operation *x : readers) {
+        b.setInsertionPoint(x);
+        Location xl = x->getLoc();
+        auto gather = shard::AllGatherOp::create(
+            b, xl, flatType(N, elt),
+            FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),
+            b.getDenseI16ArrayAttr({0}), p, b.getIndexAttr(0));
+        gather->setAttr(kiln::KilnDialect::getZeroGatherAttrName(),
+                      b.getI64IntegerAttr(gatherUse++));
+        Value whole = gather.getResult();
+        if (N != n)
+          whole = kiln::SliceOp::create(b, xl, flatType(n, elt), whole,
+                                        b.getDenseI64ArrayAttr({0}),
+                                        b.getDenseI64ArrayAttr({n}),
+                                        b.getDenseI64ArrayAttr({1}));
+        if (T.getRank() != 1)
+          whole = kiln::ReshapeOp::create(b, xl, T, whole);
+        x->replaceUsesOfWith(p, whole);
+      }
+      p.setType(kType);
+      f.setArgAttr(p.getArgNumber(), kiln::KilnDialect::getShardedShapeAttrName(),
+                   b.getDenseI64ArrayAttr(T.getShape()));
+    }
+    b.setInsertionPoint(u);
     SmallVector<Value> operands;
     for (auto [i, o] : llvm::enumerate(u->getOperands())) {
+      if (o == p && splitParam) {
+        operands.push_back(p); // already this rank's block
+        continue;
+      }
       if (o.getType() != T) {
         if (cast<RankedTensorType>(o.getType()).getRank() != 0)
           return u->emitOpError() << "--kiln-zero: operand #" << i
@@ -244,6 +282,13 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
     st.addAttributes(u->getAttrs());
     st.addTypes(SmallVector<Type>(u->getNumResults(), kType));
     Operation *nu = b.create(st);
+    if (splitParam) {
+      // The new parameter stays split: each rank returns its block.
+      for (unsigned r = 0; r < u->getNumResults(); ++r)
+        u->getResult(r).replaceAllUsesWith(nu->getResult(r));
+      u->erase();
+      continue;
+    }
     // The new parameter: every rank's k elements, cut to n, reshaped.
     Value whole = shard::AllGatherOp::create(
         b, loc, flatType(N, elt), FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),

@@ -1,5 +1,5 @@
 // RUN: kiln-opt %s -split-input-file --kiln-zero=stage=1 -verify-diagnostics | FileCheck %s
-// RUN: not kiln-opt %s -split-input-file --kiln-zero=stage=3 2>&1 | FileCheck %s --check-prefix=THREE
+// RUN: kiln-opt %s -split-input-file --kiln-zero=stage=3 -verify-diagnostics | FileCheck %s --check-prefix=THREE
 // RUN: kiln-opt %s -split-input-file --kiln-zero=stage=2 -verify-diagnostics | FileCheck %s --check-prefix=TWO
 
 // ZeRO-1 at dp=4 on a 3x2 weight (n = 6, padded to N = 8, k = 2 per rank).
@@ -27,7 +27,24 @@
 // CHECK: %[[CUT:.*]] = kiln.slice %[[ALL]] {limits = array<i64: 6>, starts = array<i64: 0>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<6xf32>
 // CHECK: %[[BACK:.*]] = kiln.reshape %[[CUT]] : tensor<6xf32> -> tensor<3x2xf32>
 // CHECK: return %{{.*}}, %[[BACK]], %[[NB]]
-// THREE: error: --kiln-zero: stage 3 (sharded parameters) is not built yet; stage 1 shards the optimizer state, stage 2 also the gradients
+// Stage 3: the weight itself is this rank's 2 elements; each reader (the
+// loss's sum, the gradient's product) gathers its own whole copy right
+// before it (kiln.zero_gather keeps them apart), and the update returns the
+// block.
+// THREE-LABEL: func.func @train_step
+// THREE-SAME: %[[W:[^:]*]]: tensor<2xf32> {kiln.param, kiln.role = "weight", kiln.sharded_shape = array<i64: 3, 2>, onnx.name = "w"}
+// THREE-SAME: -> (tensor<f32> {kiln.loss}, tensor<2xf32> {kiln.update = 0 : i64}, tensor<2xf32> {kiln.update = 1 : i64})
+// THREE: %[[A1:.*]] = shard.all_gather %[[W]] on @kiln_mesh grid_axes = [0] gather_axis = 0 {kiln.zero_gather = {{[0-9]+}} : i64} : tensor<2xf32> -> tensor<8xf32>
+// THREE: %[[C1:.*]] = kiln.slice %[[A1]]
+// THREE: %[[R1:.*]] = kiln.reshape %[[C1]] : tensor<6xf32> -> tensor<3x2xf32>
+// THREE-NEXT: kiln.reduce_sum %[[R1]]
+// THREE: %[[A2:.*]] = shard.all_gather %[[W]] on @kiln_mesh grid_axes = [0] gather_axis = 0 {kiln.zero_gather = {{[0-9]+}} : i64}
+// THREE: %[[R2:.*]] = kiln.reshape
+// THREE-NEXT: kiln.mul %[[R2]], %[[R2]]
+// THREE: shard.reduce_scatter
+// THREE: %[[NP:[^,]*]], %[[NB:[^ ]*]] = kiln.momentum_update %[[W]], {{.*}} -> (tensor<2xf32>, tensor<2xf32>)
+// THREE-NOT: shard.all_gather
+// THREE: return %{{.*}}, %[[NP]], %[[NB]]
 // Stage 2: the reduce-scatter right after the gradient is computed, before
 // the loss's all-reduce that stage 1 leaves it behind.
 // TWO-LABEL: func.func @train_step
@@ -65,4 +82,24 @@ func.func @train_step(%w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.
   %e = kiln.exp %ag : tensor<4xf32>
   %nw = kiln.sgd_update %w, %ag, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return %l, %nw, %e : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Stage 3 with a weight of fewer elements than ranks: it stays whole
+// (its blocks would be mostly padding); its state is still split.
+// THREE-LABEL: func.func @train_step
+// THREE-SAME: tensor<2xf32> {kiln.param, kiln.role = "weight", onnx.name = "b"}
+// THREE-SAME: tensor<1xf32> {kiln.init = "zeros", kiln.param, kiln.role = "optimizer", kiln.sharded_shape = array<i64: 2>
+// THREE-NOT: kiln.zero_gather
+// THREE: return
+shard.grid @kiln_mesh(shape = 4) {kiln.axis_names = ["dp"]}
+func.func @train_step(%b: tensor<2xf32> {kiln.param, kiln.role = "weight", onnx.name = "b"},
+                      %m: tensor<2xf32> {kiln.param, kiln.role = "optimizer", kiln.init = "zeros", onnx.name = "b/momentum_buffer"},
+                      %lr: tensor<f32> {onnx.name = "kiln.lr"})
+    -> (tensor<f32> {kiln.loss}, tensor<2xf32> {kiln.update = 0 : i64}, tensor<2xf32> {kiln.update = 1 : i64}) {
+  %l = kiln.reduce_sum %b {axes = array<i64: 0>, keepdims = false} : (tensor<2xf32>) -> tensor<f32>
+  %g = shard.all_reduce %b on @kiln_mesh grid_axes = [0] reduction = sum : tensor<2xf32> -> tensor<2xf32>
+  %nb, %nm = kiln.momentum_update %b, %g, %m, %lr {momentum = 0.9 : f32} : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>) -> (tensor<2xf32>, tensor<2xf32>)
+  return %l, %nb, %nm : tensor<f32>, tensor<2xf32>, tensor<2xf32>
 }

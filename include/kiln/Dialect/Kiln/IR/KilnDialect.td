@@ -97,6 +97,12 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getCompressionAttrName() {
       return ::llvm::StringLiteral("kiln.compression");
     }
+    /// shard.all_gather (ZeRO-3): which reader of a split parameter this
+    /// whole copy is for, i64; copies for different readers stay apart
+    /// (CSE would otherwise keep one alive from forward to backward).
+    static constexpr ::llvm::StringLiteral getZeroGatherAttrName() {
+      return ::llvm::StringLiteral("kiln.zero_gather");
+    }
   }];
 }
 

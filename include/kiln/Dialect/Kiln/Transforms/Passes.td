@@ -116,11 +116,18 @@ def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
     With `stage` = 2 each reduce-scatter also moves to right after backward
     computes its gradient: the full gradient's buffer dies there (buffer
     assignment reuses it), so full gradients no longer pile up until the
-    optimizer; each rank keeps its k-element block. Stage 3 is refused (not
-    built).
+    optimizer; each rank keeps its k-element block.
+
+    With `stage` = 3 the parameter itself is split too: its argument
+    becomes this rank's `tensor<k>` (with `kiln.sharded_shape`), every
+    other reader of it (forward and backward ops) gets its own
+    `shard.all_gather` of the blocks, cut and reshaped, right before it
+    (marked `kiln.zero_gather` so CSE keeps them apart: each whole copy dies
+    after its reader), and the update's result is returned as the block. A
+    parameter of fewer than dp elements stays whole (stage 2 for it).
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", "0", "ZeRO stage: 0 (none), 1 or 2">,
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage: 0 (none), 1, 2 or 3">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
