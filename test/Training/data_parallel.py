@@ -29,7 +29,10 @@
 #   - a run on the wrong number of ranks, and one whose ranks cannot read
 #     their data, end with one line and a failing exit status, without a
 #     hang; a rank SIGKILLed mid-run ends the job, and mpirun names it; a
-#     rank stuck in compute or stopped is named by the others' timeout.
+#     rank stuck in compute or stopped is named by the others' timeout;
+#   - task migration: kiln-launch restarts a job whose rank was SIGKILLed
+#     from its newest checkpoint, and it ends with the uninterrupted run's
+#     losses and weights.
 #
 # Usage: /usr/bin/python3 test/Training/data_parallel.py --bin build/bin --work DIR
 import argparse
@@ -37,9 +40,11 @@ import copy
 import json
 import re
 import os
+import random
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -520,6 +525,66 @@ def main():
         ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
         check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
               % (what, why))
+
+    # Task migration: kiln-launch runs the dp=2 job; one rank is SIGKILLed
+    # at a random moment after the first checkpoint; kiln-launch restarts
+    # the job with --resume and it finishes with the uninterrupted run's
+    # losses (every step, the last record of each) and weights.
+    launch = os.path.join(args.bin, "kiln-launch")
+    long_run = data + ["--steps", "2000", "--seed", "7", "--log-every", "0", "--threads", "1"]
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", two] + long_run +
+                       ["--metrics", os.path.join(w, "whole.jsonl"),
+                        "--export-onnx", os.path.join(w, "whole.onnx")],
+                       capture_output=True, text=True, env=ENV, timeout=300)
+    check(r.returncode == 0, "the uninterrupted 2000-step dp=2 run", r.stderr[-300:])
+    ckl = os.path.join(w, "ckl")
+    job = subprocess.Popen([launch, "--", "mpirun", "--oversubscribe", "-np", "2", two] +
+                           long_run + ["--checkpoint-dir", ckl, "--checkpoint-every", "100",
+                                       "--metrics", os.path.join(w, "launched.jsonl"),
+                                       "--export-onnx", os.path.join(w, "launched.onnx")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (os.path.isdir(ckl) and os.listdir(ckl)):
+        time.sleep(0.02)
+    delay = random.Random().uniform(0.0, 0.3)
+    time.sleep(delay)
+    ranks = subprocess.run(["pgrep", "-x", os.path.basename(two)], capture_output=True,
+                           text=True).stdout.split()
+    victim = random.Random().choice(ranks) if ranks else None
+    if victim:
+        os.kill(int(victim), 9)
+    out, err = job.communicate(timeout=300)
+    def by_step(path):
+        rows = {}
+        for l in open(path):
+            if l.strip():
+                rec = json.loads(l)
+                rows[rec["step"]] = rec["loss"]
+        return rows
+    whole_l, got_l = by_step(os.path.join(w, "whole.jsonl")), by_step(os.path.join(w, "launched.jsonl"))
+    same = (job.returncode == 0 and len(got_l) == 2000 and
+            all(abs(got_l[k] - v) <= 1e-5 * abs(v) for k, v in whole_l.items() if k in got_l))
+    ok, why = (close_weights(weights(os.path.join(w, "whole.onnx")),
+                             weights(os.path.join(w, "launched.onnx")))
+               if job.returncode == 0 else (False, err[-300:]))
+    check(victim is not None and "kiln-launch: attempt 1 failed" in out and
+          "after 1 restart" in out and same and ok,
+          "kiln-launch: a rank SIGKILLed %.2f s after the first checkpoint; the job "
+          "restarts from its newest checkpoint and finishes with the uninterrupted "
+          "losses and weights (%s)" % (delay, why),
+          "\n".join(l for l in out.splitlines() if l.startswith("kiln-launch")) + err[-300:])
+    r = subprocess.run([launch, "--", "mpirun", "--oversubscribe", "-np", "2", two,
+                        "--data", "x=" + os.path.join(w, "missing.npy"), "--steps", "4",
+                        "--checkpoint-dir", os.path.join(w, "ckm")],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    check(r.returncode != 0 and r.stdout.count("kiln-launch: attempt") == 2 and
+          "no newer checkpoint since the previous failure" in r.stdout,
+          "kiln-launch gives up on a failure that makes no progress (after one retry)",
+          r.stdout[-400:])
+    r = subprocess.run([launch, "--", two] + data, capture_output=True, text=True, env=ENV)
+    check(r.returncode == 1 and r.stderr.strip().startswith(
+        "kiln-launch: the command has no --checkpoint-dir DIR"),
+        "kiln-launch refuses a job without --checkpoint-dir", r.stderr)
 
     # The wrong number of ranks, either way; a rank that fails alone.
     r = run(two, 1, data + ["--steps", "2"])
