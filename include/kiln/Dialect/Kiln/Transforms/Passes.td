@@ -249,6 +249,11 @@ def KilnShardPropagationPass : Pass<"kiln-shard-propagation", "mlir::ModuleOp"> 
     `kiln.shardings`. An operand whose sharding conflicts with the choice
     (an axis used twice, an axis that does not divide a factor, a
     dimension the rule keeps whole) is resharded by `--kiln-partition`.
+    Then a backward sweep: a sharding a function result asks for
+    (`kiln.sharding`) is given to the op computing it, and flows on into
+    that op's operands that have no other use, so the value is computed
+    split instead of whole and sliced; ops with written shardings keep
+    them.
     Fails, naming the op, on an op without a sharding rule; and on a
     sharding that names an axis the mesh lacks or that does not divide
     its dimension.

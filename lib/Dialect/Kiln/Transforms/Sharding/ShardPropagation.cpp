@@ -35,6 +35,7 @@ std::string argName(func::FuncOp f, unsigned i) {
 LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
   MLIRContext *ctx = f.getContext();
   DenseMap<Value, Sharding> known;
+  DenseSet<Operation *> pinnedOps;
   for (BlockArgument arg : f.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!t)
@@ -61,6 +62,7 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     SmallVector<Sharding> pinned;
     if (auto given = op.getAttrOfType<ArrayAttr>(
             KilnDialect::getShardingsAttrName())) {
+      pinnedOps.insert(&op);
       for (auto [a, v] : llvm::zip(given, op.getResults())) {
         auto t = cast<RankedTensorType>(v.getType());
         FailureOr<Sharding> s =
@@ -89,6 +91,54 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     if (op.getNumResults())
       op.setAttr(KilnDialect::getShardingsAttrName(),
                  ArrayAttr::get(ctx, attrs));
+  }
+  // Backward: a sharding a function result asks for flows into the op that
+  // computes it, and on into that op's operands while each is used only
+  // there, so the value is computed split rather than computed whole and
+  // sliced. (Ops whose results were pinned keep them.)
+  DenseMap<Value, Sharding> wanted;
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName());
+    if (!t || !a || !v.hasOneUse())
+      continue;
+    FailureOr<Sharding> s = parseSharding(a, mesh, t.getShape(), f.getLoc(),
+                                          "result " + std::to_string(i));
+    if (failed(s))
+      return failure();
+    wanted[v] = *s;
+  }
+  for (Operation &op : llvm::reverse(f.getBody().front())) {
+    if (op.hasTrait<OpTrait::IsTerminator>() || pinnedOps.contains(&op))
+      continue;
+    SmallVector<const Sharding *> results;
+    bool any = false;
+    for (Value r : op.getResults()) {
+      auto it = wanted.find(r);
+      results.push_back(it == wanted.end() ? nullptr : &it->second);
+      any |= it != wanted.end() && it->second != known[r];
+    }
+    if (!any)
+      continue;
+    FailureOr<ShardingRule> rule = ruleOf(&op);
+    if (failed(rule))
+      return failure();
+    SmallVector<const Sharding *> operands;
+    for (Value v : op.getOperands()) {
+      auto it = known.find(v);
+      operands.push_back(it == known.end() ? nullptr : &it->second);
+    }
+    OpSharding chosen = assignFactors(&op, *rule, operands, results, mesh);
+    SmallVector<Attribute> attrs;
+    for (auto [v, s] : llvm::zip(op.getResults(), chosen.results)) {
+      known[v] = s;
+      attrs.push_back(shardingAttr(s, mesh, ctx));
+    }
+    op.setAttr(KilnDialect::getShardingsAttrName(), ArrayAttr::get(ctx, attrs));
+    for (auto [v, s] : llvm::zip(op.getOperands(), chosen.operands))
+      if (v.getDefiningOp() && v.hasOneUse() && known.count(v) && known[v] != s)
+        wanted[v] = s;
   }
   // Function results: their requested sharding must fit the mesh.
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
