@@ -526,6 +526,38 @@ def main():
         check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
               % (what, why))
 
+    # A loss inside the model (mlp_ce: SoftmaxCrossEntropyLoss with
+    # ignore_index, a mean over the valid labels, which per-rank means
+    # cannot average): its rule keeps the batch whole, so the partitioner
+    # gathers the logits and labels, every rank computes the global loss,
+    # and backward goes on from this rank's rows of its gradient.
+    ce_path, _ = em.export("mlp_ce", w)
+    ce_flags = ["--loss", "output", "--loss-output", "loss", "--optimizer", "sgd",
+                "--lr", "0.1"]
+    ce_runs = {}
+    for dp, extra in ((1, []), (2, []), (4, ["--zero", "3"])):
+        exe = os.path.join(w, "mlp_ce-%d.train" % dp)
+        mesh = ["--mesh", "dp=%d" % dp] if dp > 1 else []
+        r = subprocess.run([os.path.join(args.bin, "kiln-compile"), ce_path, "-o", exe,
+                            "--batch-size", str(BATCH)] + ce_flags + mesh + extra,
+                           capture_output=True, text=True)
+        if r.returncode:
+            check(False, "mlp_ce dp=%d compiles" % dp, r.stderr[-300:])
+            continue
+        met, out = os.path.join(w, "mlp_ce-%d.jsonl" % dp), os.path.join(w, "mlp_ce-%d.onnx" % dp)
+        r = run(exe, dp, data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0",
+                                 "--metrics", met, "--export-onnx", out])
+        if r.returncode:
+            check(False, "mlp_ce dp=%d runs" % dp, r.stderr[-300:])
+            continue
+        ce_runs[dp] = (losses(met), weights(out))
+    for dp, tag in ((2, "dp=2"), (4, "dp=4 --zero 3")):
+        if 1 in ce_runs and dp in ce_runs:
+            ok_l, why_l = close_losses(ce_runs[1][0], ce_runs[dp][0])
+            ok_w, why_w = close_weights(ce_runs[1][1], ce_runs[dp][1])
+            check(ok_l and ok_w, "mlp_ce (loss with ignore_index in the model) %s matches "
+                  "the 1-rank run (%s; %s)" % (tag, why_l, why_w))
+
     # Task migration: kiln-launch runs the dp=2 job; one rank is SIGKILLed
     # at a random moment after the first checkpoint; kiln-launch restarts
     # the job with --resume and it finishes with the uninterrupted run's
