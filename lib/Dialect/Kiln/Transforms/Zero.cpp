@@ -18,6 +18,10 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <string>
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNZEROPASS
@@ -59,6 +63,8 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
   }
 
   LogicalResult apply(func::FuncOp f);
+  void bucketReduceScatters(Block &body);
+  void bucketAllGathers(Block &body);
 
 private:
   int64_t dp = 1;
@@ -340,9 +346,181 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
     ar->erase();
   }
 
+  if (stage == 1)
+    bucketReduceScatters(body);
+  if (stage <= 2)
+    bucketAllGathers(body);
   f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(),
                               ret.getOperandTypes()));
   return success();
+}
+
+/// The largest tensor (whole, in bytes) whose reduce-scatter or
+/// all-gather joins a bucket: a bucket costs a copy in and out, which a
+/// large tensor's own collective does not need, while small tensors' own
+/// collectives cost mostly latency.
+static constexpr int64_t kBucketMaxBytes = 1 << 20;
+
+/// `x` ([dp * k]) viewed as [dp, k]: row r is rank r's block.
+static Value asRows(OpBuilder &b, Location loc, Value x, int64_t dp) {
+  auto t = cast<RankedTensorType>(x.getType());
+  return kiln::ReshapeOp::create(
+      b, loc, RankedTensorType::get({dp, t.getDimSize(0) / dp}, t.getElementType()),
+      x);
+}
+
+/// Columns [at, at + k) of `rows` ([dp, K]), flattened to [dp * k].
+static Value columns(OpBuilder &b, Location loc, Value rows, int64_t at,
+                     int64_t k) {
+  auto t = cast<RankedTensorType>(rows.getType());
+  int64_t dp = t.getDimSize(0);
+  Value c = kiln::SliceOp::create(
+      b, loc, RankedTensorType::get({dp, k}, t.getElementType()), rows,
+      b.getDenseI64ArrayAttr({0, at}), b.getDenseI64ArrayAttr({dp, at + k}),
+      b.getDenseI64ArrayAttr({1, 1}));
+  return kiln::ReshapeOp::create(
+      b, loc, RankedTensorType::get({dp * k}, t.getElementType()), c);
+}
+
+void ZeroPass::bucketReduceScatters(Block &body) {
+  // Stage 1 reduces every gradient before the first update reads one: the
+  // reduce-scatters (one per parameter) become one, of the gradients'
+  // blocks interleaved so that rank r's block of the bucket is its block
+  // of every gradient, [g1 block r, g2 block r, ...]. Same reduction and
+  // element type per bucket.
+  std::map<std::pair<int, std::string>, SmallVector<shard::ReduceScatterOp>> groups;
+  for (Operation &op : body)
+    if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
+      auto t = cast<RankedTensorType>(rs.getInput().getType());
+      std::string elt;
+      llvm::raw_string_ostream(elt) << t.getElementType();
+      if (t.getRank() == 1 && rs.getGridAxes().size() == 1 &&
+          t.getNumElements() * t.getElementTypeBitWidth() / 8 <= kBucketMaxBytes)
+        groups[{(int)rs.getReduction(), elt}].push_back(rs);
+    }
+  for (auto &[key, members] : groups) {
+    if (members.size() < 2)
+      continue;
+    // Before the first reader of any member; every input must exist there.
+    Operation *first = nullptr;
+    for (shard::ReduceScatterOp rs : members)
+      for (Operation *u : rs->getUsers())
+        if (Operation *a = body.findAncestorOpInBlock(*u))
+          if (!first || a->isBeforeInBlock(first))
+            first = a;
+    if (!first || llvm::any_of(members, [&](shard::ReduceScatterOp rs) {
+          Operation *d = rs.getInput().getDefiningOp();
+          return d && d->getBlock() == &body && !d->isBeforeInBlock(first);
+        }))
+      continue;
+    OpBuilder b(first);
+    Location loc = members.front().getLoc();
+    SmallVector<Value> rows;
+    SmallVector<int64_t> ks;
+    int64_t K = 0;
+    for (shard::ReduceScatterOp rs : members) {
+      rows.push_back(asRows(b, rs.getLoc(), rs.getInput(), dp));
+      ks.push_back(cast<RankedTensorType>(rs.getType()).getDimSize(0));
+      K += ks.back();
+    }
+    Type elt = cast<RankedTensorType>(rows.front().getType()).getElementType();
+    Value cat = kiln::ConcatOp::create(b, loc, rows, b.getI64IntegerAttr(1));
+    Value flat = kiln::ReshapeOp::create(b, loc, flatType(dp * K, elt), cat);
+    shard::ReduceScatterOp lead = members.front();
+    Value mine = shard::ReduceScatterOp::create(
+        b, loc, flatType(K, elt), lead.getGridAttr(), lead.getGridAxesAttr(), flat,
+        lead.getReductionAttr(), b.getIndexAttr(0));
+    int64_t at = 0;
+    for (auto [rs, k] : llvm::zip(members, ks)) {
+      Value part = kiln::SliceOp::create(b, rs.getLoc(), flatType(k, elt), mine,
+                                         b.getDenseI64ArrayAttr({at}),
+                                         b.getDenseI64ArrayAttr({at + k}),
+                                         b.getDenseI64ArrayAttr({1}));
+      at += k;
+      rs.getResult().replaceAllUsesWith(part);
+      rs->erase();
+    }
+  }
+}
+
+void ZeroPass::bucketAllGathers(Block &body) {
+  // The new weights' all-gathers (one per parameter, each right after its
+  // update) become one before the terminator, of the blocks concatenated;
+  // rank r's part of the result is its block of every weight, so column
+  // ranges of its [dp, K] view give each weight back. The cut and reshape
+  // that follow each gather move after it.
+  Operation *term = body.getTerminator();
+  std::map<std::string, SmallVector<shard::AllGatherOp>> groups;
+  for (Operation &op : body)
+    if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
+      auto t = cast<RankedTensorType>(ag.getInput().getType());
+      if (ag->hasAttr(kiln::KilnDialect::getZeroGatherAttrName()) ||
+          t.getRank() != 1 || ag.getGridAxes().size() != 1 ||
+          t.getNumElements() * t.getElementTypeBitWidth() / 8 * dp >
+              kBucketMaxBytes)
+        continue;
+      // Only what reaches the terminator through cuts and reshapes.
+      SmallVector<Operation *> chain;
+      bool movable = true;
+      SmallVector<Operation *> work(ag->getUsers().begin(), ag->getUsers().end());
+      while (!work.empty() && movable) {
+        Operation *u = work.pop_back_val();
+        if (u == term)
+          continue;
+        if (!isa<kiln::SliceOp, kiln::ReshapeOp>(u) || u->getBlock() != &body) {
+          movable = false;
+          break;
+        }
+        chain.push_back(u);
+        work.append(u->getUsers().begin(), u->getUsers().end());
+      }
+      std::string elt;
+      llvm::raw_string_ostream(elt) << t.getElementType();
+      if (movable)
+        groups[elt].push_back(ag);
+    }
+  for (auto &[key, members] : groups) {
+    if (members.size() < 2)
+      continue;
+    OpBuilder b(term);
+    Location loc = members.front().getLoc();
+    SmallVector<Value> blocks;
+    SmallVector<int64_t> ks;
+    int64_t K = 0;
+    for (shard::AllGatherOp ag : members) {
+      blocks.push_back(ag.getInput());
+      ks.push_back(cast<RankedTensorType>(ag.getInput().getType()).getDimSize(0));
+      K += ks.back();
+    }
+    Type elt = cast<RankedTensorType>(blocks.front().getType()).getElementType();
+    Value cat = kiln::ConcatOp::create(b, loc, blocks, b.getI64IntegerAttr(0));
+    shard::AllGatherOp lead = members.front();
+    Value all = shard::AllGatherOp::create(b, loc, flatType(dp * K, elt),
+                                           lead.getGridAttr(),
+                                           lead.getGridAxesAttr(), cat,
+                                           b.getIndexAttr(0));
+    Value rows = asRows(b, loc, all, dp);
+    int64_t at = 0;
+    for (auto [ag, k] : llvm::zip(members, ks)) {
+      Value whole = columns(b, ag.getLoc(), rows, at, k);
+      at += k;
+      // Move the cut and reshape after the bucket, in their order.
+      SmallVector<Operation *> chain;
+      for (Operation &op : body)
+        if (isa<kiln::SliceOp, kiln::ReshapeOp>(op) &&
+            llvm::any_of(op.getOperands(), [&](Value v) {
+              return v == ag.getResult() ||
+                     llvm::any_of(chain, [&](Operation *c) {
+                       return llvm::is_contained(c->getResults(), v);
+                     });
+            }))
+          chain.push_back(&op);
+      ag.getResult().replaceAllUsesWith(whole);
+      ag->erase();
+      for (Operation *c : chain)
+        c->moveBefore(term);
+    }
+  }
 }
 
 } // namespace
