@@ -580,8 +580,11 @@ def main():
         time.sleep(0.02)
     delay = random.Random().uniform(0.0, 0.3)
     time.sleep(delay)
-    ranks = subprocess.run(["pgrep", "-x", os.path.basename(two)], capture_output=True,
-                           text=True).stdout.split()
+    # This job's ranks only: the children of its mpirun, kiln-launch's child.
+    def children(pid, name=None):
+        cmd = ["pgrep", "-P", str(pid)] + (["-x", name] if name else [])
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.split()
+    ranks = [r for m in children(job.pid) for r in children(m, os.path.basename(two))]
     victim = random.Random().choice(ranks) if ranks else None
     if victim:
         os.kill(int(victim), 9)

@@ -79,15 +79,23 @@ SmallVector<int64_t> broadcastShape(Value x) {
   return s;
 }
 
+/// The input's type when it is static of rank >= 2, else an error on `op`.
+FailureOr<RankedTensorType> inputType(Operation *op, Value x) {
+  auto t = cast<RankedTensorType>(x.getType());
+  if (t.getRank() < 2 || !t.hasStaticShape())
+    return op->emitOpError() << "--kiln-expand-batch-norm: needs a static "
+                                "input of rank >= 2, got "
+                             << t;
+  return t;
+}
+
 LogicalResult expandForward(BatchNormTrainOp op) {
   OpBuilder b(op);
   Value x = op.getInput();
-  auto t = cast<RankedTensorType>(x.getType());
-  if (t.getRank() < 2 || !t.hasStaticShape())
-    return op.emitOpError() << "--kiln-expand-batch-norm: needs a static "
-                               "input of rank >= 2, got "
-                            << t;
-  Expander e(b, op.getLoc(), t.getElementType());
+  FailureOr<RankedTensorType> t = inputType(op, x);
+  if (failed(t))
+    return failure();
+  Expander e(b, op.getLoc(), t->getElementType());
   Stats s = e.stats(x, op.getEpsilon().convertToDouble());
   SmallVector<int64_t> bshape = broadcastShape(x);
   Value y = e.add(e.mul(e.mul(s.xc, s.istd), e.reshape(op.getScale(), bshape)),
@@ -111,12 +119,10 @@ LogicalResult expandForward(BatchNormTrainOp op) {
 LogicalResult expandBackward(BatchNormTrainGradOp op) {
   OpBuilder b(op);
   Value x = op.getX(), dy = op.getDy();
-  auto t = cast<RankedTensorType>(x.getType());
-  if (t.getRank() < 2 || !t.hasStaticShape())
-    return op.emitOpError() << "--kiln-expand-batch-norm: needs a static "
-                               "input of rank >= 2, got "
-                            << t;
-  Expander e(b, op.getLoc(), t.getElementType());
+  FailureOr<RankedTensorType> t = inputType(op, x);
+  if (failed(t))
+    return failure();
+  Expander e(b, op.getLoc(), t->getElementType());
   Stats s = e.stats(x, op.getEpsilon().convertToDouble());
   SmallVector<int64_t> bshape = broadcastShape(x);
   Value xhat = e.mul(s.xc, s.istd);

@@ -90,6 +90,19 @@ private:
                                b.getDenseI64ArrayAttr({N - n}),
                                b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
   }
+  /// The inverse of flatPad: the flat, padded `x` cut to T's element count
+  /// and reshaped to T.
+  Value unflatten(OpBuilder &b, Location loc, Value x, RankedTensorType T) {
+    const int64_t n = T.getNumElements();
+    if (cast<RankedTensorType>(x.getType()).getDimSize(0) != n)
+      x = kiln::SliceOp::create(b, loc, flatType(n, T.getElementType()), x,
+                                b.getDenseI64ArrayAttr({0}),
+                                b.getDenseI64ArrayAttr({n}),
+                                b.getDenseI64ArrayAttr({1}));
+    if (T.getRank() != 1)
+      x = kiln::ReshapeOp::create(b, loc, T, x);
+    return x;
+  }
   /// This rank's k elements of the gradient operand `g` of an update, or
   /// null (with a diagnostic on `user`) when `g` is not the all-reduced
   /// gradient (possibly scaled by a scalar, as clipping does).
@@ -228,15 +241,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
             b.getDenseI16ArrayAttr({0}), p, b.getIndexAttr(0));
         gather->setAttr(kiln::KilnDialect::getZeroGatherAttrName(),
                       b.getI64IntegerAttr(gatherUse++));
-        Value whole = gather.getResult();
-        if (N != n)
-          whole = kiln::SliceOp::create(b, xl, flatType(n, elt), whole,
-                                        b.getDenseI64ArrayAttr({0}),
-                                        b.getDenseI64ArrayAttr({n}),
-                                        b.getDenseI64ArrayAttr({1}));
-        if (T.getRank() != 1)
-          whole = kiln::ReshapeOp::create(b, xl, T, whole);
-        x->replaceUsesOfWith(p, whole);
+        x->replaceUsesOfWith(p, unflatten(b, xl, gather.getResult(), T));
       }
       p.setType(kType);
       f.setArgAttr(p.getArgNumber(), kiln::KilnDialect::getShardedShapeAttrName(),
@@ -296,17 +301,10 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
       continue;
     }
     // The new parameter: every rank's k elements, cut to n, reshaped.
-    Value whole = shard::AllGatherOp::create(
+    Value all = shard::AllGatherOp::create(
         b, loc, flatType(N, elt), FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),
         b.getDenseI16ArrayAttr({0}), nu->getResult(0), b.getIndexAttr(0));
-    if (N != n)
-      whole = kiln::SliceOp::create(b, loc, flatType(n, elt), whole,
-                                    b.getDenseI64ArrayAttr({0}),
-                                    b.getDenseI64ArrayAttr({n}),
-                                    b.getDenseI64ArrayAttr({1}));
-    if (T.getRank() != 1)
-      whole = kiln::ReshapeOp::create(b, loc, T, whole);
-    u->getResult(0).replaceAllUsesWith(whole);
+    u->getResult(0).replaceAllUsesWith(unflatten(b, loc, all, T));
     for (unsigned r = 1; r < u->getNumResults(); ++r)
       u->getResult(r).replaceAllUsesWith(nu->getResult(r));
     u->erase();
