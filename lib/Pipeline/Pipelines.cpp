@@ -200,6 +200,10 @@ bool kiln::compileONNXToTraining(const std::string &path,
     pm.addPass(createKilnAutodiffPass(ao));
     if (opts.syncBatchNorm)
       pm.addPass(createKilnExpandBatchNormPass());
+    // A loss averaged over valid labels splits over the ranks as a sum
+    // over a count (its mean form keeps the batch whole).
+    if (opts.dp > 1)
+      pm.addPass(createKilnExpandLossMeanPass());
     // The batch split over the ranks, the gradients summed over them before
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;

@@ -192,6 +192,21 @@ def KilnExpandBatchNormPass : Pass<"kiln-expand-batch-norm", "mlir::ModuleOp"> {
   }];
 }
 
+def KilnExpandLossMeanPass : Pass<"kiln-expand-loss-mean", "mlir::ModuleOp"> {
+  let summary = "A class loss's mean over valid labels as its sum over their count";
+  let description = [{
+    `kiln.softmax_cross_entropy` and `kiln.nll_loss` with `reduction =
+    "mean"` and an `ignore_index` or class weights average over the valid
+    labels' weights, not over the batch, so ranks' means cannot be averaged
+    and their sharding rule keeps the batch whole. This pass rewrites each
+    (and its gradient op) as the `"sum"` loss divided by the valid count,
+    `sum(label != ignore_index ? weight[label] : 0)`: both sums split over
+    a sharded batch (all-reduced by the partitioner), and the gradient is
+    the sum loss's gradient of `dloss / count`. Same values as the mean.
+    Runs after `--kiln-autodiff` and before `--kiln-data-parallel`.
+  }];
+}
+
 def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
   let summary = "Rewrites @forward's training-mode ops for evaluation";
   let description = [{
