@@ -581,7 +581,9 @@ def main():
                                        "--export-onnx", os.path.join(w, "launched.onnx")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     deadline = time.time() + 60
-    while time.time() < deadline and not (os.path.isdir(ckl) and os.listdir(ckl)):
+    # A complete checkpoint (step-*), not the one being written (.tmp-*).
+    while time.time() < deadline and not (
+            os.path.isdir(ckl) and any(e.startswith("step-") for e in os.listdir(ckl))):
         time.sleep(0.02)
     delay = random.Random().uniform(0.0, 0.3)
     time.sleep(delay)
