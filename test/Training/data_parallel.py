@@ -491,18 +491,25 @@ def main():
     r = run(os.path.join(w, "mlp-1.train"), 1, data + ["--steps", "8", "--seed", "7",
                                                        "--log-every", "0",
                                                        "--checkpoint-dir", ck1])
-    for exe, ranks, src, what in (
-            (os.path.join(w, "mlp-1.train"), 1, ckz, "a dp=2 ZeRO-1 checkpoint on 1 rank"),
-            (os.path.join(w, "mlp-4z.train"), 4, ckz, "a dp=2 ZeRO-1 checkpoint on dp=4 ZeRO-1"),
-            (z2, 2, ck1, "a 1-rank checkpoint on dp=2 ZeRO-1")):
-        d = os.path.join(w, "ckr%d%s" % (ranks, os.path.basename(src)))
-        shutil.copytree(src, d)
-        met = os.path.join(w, "resumed-z%d.jsonl" % ranks)
-        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
-                                    "--checkpoint-dir", d, "--metrics", met])
-        ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
-        check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
-              % (what, why))
+
+    def resumes(cases, tag):
+        """Each (executable, ranks, checkpoint dir, what) resumes a copy of
+        the step-8 checkpoint with the uninterrupted run's later losses."""
+        for exe, ranks, src, what in cases:
+            d = os.path.join(w, "ckr%s-%d%s" % (tag, ranks, os.path.basename(src)))
+            shutil.copytree(src, d)
+            met = os.path.join(w, "resumed-%s%d.jsonl" % (tag, ranks))
+            r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                                        "--checkpoint-dir", d, "--metrics", met])
+            ok, why = (close_losses(ref_l[8:], losses(met)) if r.returncode == 0
+                       else (False, r.stderr[-300:]))
+            check(ok and "resumed from" in r.stdout,
+                  "%s resumes with the uninterrupted losses (%s)" % (what, why))
+
+    resumes(((os.path.join(w, "mlp-1.train"), 1, ckz, "a dp=2 ZeRO-1 checkpoint on 1 rank"),
+             (os.path.join(w, "mlp-4z.train"), 4, ckz,
+              "a dp=2 ZeRO-1 checkpoint on dp=4 ZeRO-1"),
+             (z2, 2, ck1, "a 1-rank checkpoint on dp=2 ZeRO-1")), "z1")
 
     # ZeRO-3 checkpoints hold whole parameters too: a dp=4 --zero 3
     # checkpoint resumes on dp=2 with ZeRO-3 and on 1 rank, and a 1-rank
@@ -513,18 +520,10 @@ def main():
                            "--checkpoint-dir", ck3])
     check(r.returncode == 0 and os.listdir(ck3) == ["step-00000008"],
           "dp=4 --zero 3 writes one checkpoint", r.stderr[-300:])
-    for exe, ranks, src, what in (
-            (os.path.join(w, "mlp-2t.train"), 2, ck3, "a dp=4 ZeRO-3 checkpoint on dp=2 ZeRO-3"),
-            (os.path.join(w, "mlp-1.train"), 1, ck3, "a dp=4 ZeRO-3 checkpoint on 1 rank"),
-            (z4, 4, ck1, "a 1-rank checkpoint on dp=4 ZeRO-3")):
-        d = os.path.join(w, "ckr3-%d%s" % (ranks, os.path.basename(src)))
-        shutil.copytree(src, d)
-        met = os.path.join(w, "resumed-3z%d.jsonl" % ranks)
-        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
-                                    "--checkpoint-dir", d, "--metrics", met])
-        ok, why = close_losses(ref_l[8:], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
-        check(ok and "resumed from" in r.stdout, "%s resumes with the uninterrupted losses (%s)"
-              % (what, why))
+    resumes(((os.path.join(w, "mlp-2t.train"), 2, ck3,
+              "a dp=4 ZeRO-3 checkpoint on dp=2 ZeRO-3"),
+             (os.path.join(w, "mlp-1.train"), 1, ck3, "a dp=4 ZeRO-3 checkpoint on 1 rank"),
+             (z4, 4, ck1, "a 1-rank checkpoint on dp=4 ZeRO-3")), "z3")
 
     # A loss inside the model (mlp_ce: SoftmaxCrossEntropyLoss with
     # ignore_index, a mean over the valid labels, which per-rank means
