@@ -12,6 +12,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -54,6 +55,16 @@ mlir::FailureOr<Sharding> parseSharding(mlir::Attribute a, const Mesh &mesh,
                                         llvm::ArrayRef<int64_t> shape,
                                         mlir::Location loc,
                                         const llvm::Twine &what);
+/// How function argument `i` is held (its `kiln.sharding`; whole without
+/// one), read against the function type's (global) shape.
+mlir::FailureOr<Sharding> argSharding(mlir::func::FuncOp f, unsigned i,
+                                      const Mesh &mesh);
+/// How function result `i` is to be returned (whole without `kiln.sharding`).
+mlir::FailureOr<Sharding> resultSharding(mlir::func::FuncOp f, unsigned i,
+                                         const Mesh &mesh);
+/// The result shardings written on `op` (`kiln.shardings`); empty when none.
+mlir::FailureOr<llvm::SmallVector<Sharding>>
+writtenShardings(mlir::Operation *op, const Mesh &mesh);
 /// The `kiln.sharding` attribute of `s`.
 mlir::ArrayAttr shardingAttr(const Sharding &s, const Mesh &mesh,
                              mlir::MLIRContext *ctx);

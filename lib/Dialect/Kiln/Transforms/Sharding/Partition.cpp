@@ -136,17 +136,10 @@ bool Partitioner::onlyMovedOn(Value v) {
 
 LogicalResult Partitioner::partitionOp(Operation &op) {
   const ShardingRule *rule = &rules.find(&op)->second;
-  SmallVector<Sharding> pinned;
-  if (auto given =
-          op.getAttrOfType<ArrayAttr>(KilnDialect::getShardingsAttrName()))
-    for (auto [a, v] : llvm::zip(given, op.getResults())) {
-      FailureOr<Sharding> s = parseSharding(
-          a, mesh, cast<RankedTensorType>(v.getType()).getShape(), op.getLoc(),
-          "result " + std::to_string(cast<OpResult>(v).getResultNumber()));
-      if (failed(s))
-        return failure();
-      pinned.push_back(*s);
-    }
+  FailureOr<SmallVector<Sharding>> written = writtenShardings(&op, mesh);
+  if (failed(written))
+    return failure();
+  const SmallVector<Sharding> &pinned = *written;
   SmallVector<const Sharding *> operands, results;
   SmallVector<Type> operandTypes;
   for (Value v : op.getOperands()) {
@@ -248,19 +241,12 @@ LogicalResult Partitioner::run() {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!t)
       continue;
-    Sharding s = whole(t.getRank());
-    if (Attribute a = f.getArgAttr(arg.getArgNumber(),
-                                   KilnDialect::getShardingAttrName())) {
-      FailureOr<Sharding> p =
-          parseSharding(a, mesh, t.getShape(), arg.getLoc(),
-                        "argument " + std::to_string(arg.getArgNumber()));
-      if (failed(p))
-        return failure();
-      s = *p;
-    }
+    FailureOr<Sharding> s = argSharding(f, arg.getArgNumber(), mesh);
+    if (failed(s))
+      return failure();
     globalTypes[arg] = t;
-    arg.setType(localType(t, s));
-    locals[arg] = {arg, s, {}};
+    arg.setType(localType(t, *s));
+    locals[arg] = {arg, *s, {}};
   }
   SmallVector<Operation *> old;
   for (Operation &op : body) {
@@ -275,17 +261,11 @@ LogicalResult Partitioner::run() {
           types.push_back(v.getType());
           continue;
         }
-        auto t = cast<RankedTensorType>(v.getType());
-        Sharding want = whole(t.getRank());
-        if (Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName())) {
-          FailureOr<Sharding> p = parseSharding(a, mesh, t.getShape(), f.getLoc(),
-                                                "result " + std::to_string(i));
-          if (failed(p))
-            return failure();
-          want = *p;
-        }
+        FailureOr<Sharding> want = resultSharding(f, i, mesh);
+        if (failed(want))
+          return failure();
         settle(ret.getLoc(), it->second);
-        Value local = reshard(ret.getLoc(), it->second, want);
+        Value local = reshard(ret.getLoc(), it->second, *want);
         // A per-shard value returned as one value: rank 0's.
         if (!it->second.divergent.empty()) {
           Axes axes = it->second.divergent;

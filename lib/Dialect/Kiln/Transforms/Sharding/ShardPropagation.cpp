@@ -26,28 +26,14 @@ struct ShardPropagationPass
   void runOnOperation() override;
 };
 
-std::string argName(func::FuncOp f, unsigned i) {
-  auto name = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
-  return "argument '" + (name ? name.getValue().str() : std::to_string(i)) +
-         "'";
-}
-
 LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
   MLIRContext *ctx = f.getContext();
   DenseMap<Value, Sharding> known;
   DenseSet<Operation *> pinnedOps;
   for (BlockArgument arg : f.getArguments()) {
-    auto t = dyn_cast<RankedTensorType>(arg.getType());
-    if (!t)
+    if (!isa<RankedTensorType>(arg.getType()))
       continue;
-    Attribute a = f.getArgAttr(arg.getArgNumber(),
-                               KilnDialect::getShardingAttrName());
-    if (!a) {
-      known[arg] = whole(t.getRank());
-      continue;
-    }
-    FailureOr<Sharding> s = parseSharding(a, mesh, t.getShape(), arg.getLoc(),
-                                          argName(f, arg.getArgNumber()));
+    FailureOr<Sharding> s = argSharding(f, arg.getArgNumber(), mesh);
     if (failed(s))
       return failure();
     known[arg] = *s;
@@ -59,21 +45,12 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     if (failed(rule))
       return failure();
     // Results pinned by hand (or by a strategy) come first.
-    SmallVector<Sharding> pinned;
-    if (auto given = op.getAttrOfType<ArrayAttr>(
-            KilnDialect::getShardingsAttrName())) {
+    FailureOr<SmallVector<Sharding>> written = writtenShardings(&op, mesh);
+    if (failed(written))
+      return failure();
+    SmallVector<Sharding> &pinned = *written;
+    if (!pinned.empty())
       pinnedOps.insert(&op);
-      for (auto [a, v] : llvm::zip(given, op.getResults())) {
-        auto t = cast<RankedTensorType>(v.getType());
-        FailureOr<Sharding> s =
-            parseSharding(a, mesh, t.getShape(), op.getLoc(),
-                          "result " + std::to_string(
-                                          cast<OpResult>(v).getResultNumber()));
-        if (failed(s))
-          return failure();
-        pinned.push_back(*s);
-      }
-    }
     SmallVector<const Sharding *> operands, results;
     for (Value v : op.getOperands()) {
       auto it = known.find(v);
@@ -99,15 +76,16 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
   DenseMap<Value, Sharding> wanted;
   auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName());
-    if (!t || !a || !v.hasOneUse())
+    // Every requested sharding must fit the mesh; one is followed back
+    // when its value has no other use.
+    if (!isa<RankedTensorType>(v.getType()) ||
+        !f.getResultAttr(i, KilnDialect::getShardingAttrName()))
       continue;
-    FailureOr<Sharding> s = parseSharding(a, mesh, t.getShape(), f.getLoc(),
-                                          "result " + std::to_string(i));
+    FailureOr<Sharding> s = resultSharding(f, i, mesh);
     if (failed(s))
       return failure();
-    wanted[v] = *s;
+    if (v.hasOneUse())
+      wanted[v] = *s;
   }
   for (Operation &op : llvm::reverse(f.getBody().front())) {
     if (op.hasTrait<OpTrait::IsTerminator>() || pinnedOps.contains(&op))
@@ -139,15 +117,6 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     for (auto [v, s] : llvm::zip(op.getOperands(), chosen.operands))
       if (v.getDefiningOp() && v.hasOneUse() && known.count(v) && known[v] != s)
         wanted[v] = s;
-  }
-  // Function results: their requested sharding must fit the mesh.
-  for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName());
-    auto t = dyn_cast<RankedTensorType>(f.getResultTypes()[i]);
-    if (a && t &&
-        failed(parseSharding(a, mesh, t.getShape(), f.getLoc(),
-                             "result " + std::to_string(i))))
-      return failure();
   }
   return success();
 }

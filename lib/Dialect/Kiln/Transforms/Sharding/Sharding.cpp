@@ -99,6 +99,46 @@ ArrayAttr sharding::shardingAttr(const Sharding &s, const Mesh &mesh,
   return ArrayAttr::get(ctx, dims);
 }
 
+FailureOr<Sharding> sharding::argSharding(func::FuncOp f, unsigned i,
+                                          const Mesh &mesh) {
+  auto t = cast<RankedTensorType>(f.getArgumentTypes()[i]);
+  Attribute a = f.getArgAttr(i, KilnDialect::getShardingAttrName());
+  if (!a)
+    return whole(t.getRank());
+  auto name = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
+  return parseSharding(a, mesh, t.getShape(), f.getArgument(i).getLoc(),
+                       "argument '" +
+                           (name ? name.getValue().str() : std::to_string(i)) +
+                           "'");
+}
+
+FailureOr<Sharding> sharding::resultSharding(func::FuncOp f, unsigned i,
+                                             const Mesh &mesh) {
+  auto t = cast<RankedTensorType>(f.getResultTypes()[i]);
+  Attribute a = f.getResultAttr(i, KilnDialect::getShardingAttrName());
+  if (!a)
+    return whole(t.getRank());
+  return parseSharding(a, mesh, t.getShape(), f.getLoc(),
+                       "result " + std::to_string(i));
+}
+
+FailureOr<SmallVector<Sharding>> sharding::writtenShardings(Operation *op,
+                                                            const Mesh &mesh) {
+  SmallVector<Sharding> out;
+  auto given = op->getAttrOfType<ArrayAttr>(KilnDialect::getShardingsAttrName());
+  if (!given)
+    return out;
+  for (auto [a, v] : llvm::zip(given, op->getResults())) {
+    FailureOr<Sharding> s = parseSharding(
+        a, mesh, cast<RankedTensorType>(v.getType()).getShape(), op->getLoc(),
+        "result " + std::to_string(cast<OpResult>(v).getResultNumber()));
+    if (failed(s))
+      return failure();
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
 SmallVector<int64_t> sharding::localShape(ArrayRef<int64_t> shape,
                                           const Sharding &s,
                                           const Mesh &mesh) {
