@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Pipeline/Pipelines.h"
 
+#include "kiln/Conversion/ONNXToKiln/ONNXToKiln.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
@@ -185,6 +186,29 @@ bool kiln::compileONNXToTraining(const std::string &path,
     pm.addPass(createKilnAttachLossPass(lo));
     if (failed(pm.run(*module)))
       return fail("loss");
+  }
+  if (opts.precision != "fp32") {
+    std::optional<LowPrecision> low = symbolizeLowPrecision(opts.precision);
+    if (!low)
+      return failWith("precision", "unknown precision '" + opts.precision +
+                                       "' (expected fp32, bf16 or fp16)");
+    const ONNXPatternRegistry &onnxOps = getONNXPatternRegistry();
+    for (const std::string &t : opts.fp32Ops)
+      if (!onnxOps.knowsOpType("", t))
+        return failWith("precision", "--fp32-ops: '" + t +
+                                         "' is not an ONNX op type Kiln "
+                                         "imports (names are case-sensitive, "
+                                         "as Softmax)");
+    // Before the eval copy: evaluation computes in the training precision.
+    PassManager pm(&ctx);
+    KilnMixedPrecisionPassOptions mo;
+    mo.dtype = *low;
+    mo.fp32Ops.assign(opts.fp32Ops.begin(), opts.fp32Ops.end());
+    pm.addPass(createKilnMixedPrecisionPass(mo));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*module)))
+      return fail("precision");
   }
   OwningOpRef<ModuleOp> evalModule = module->clone();
 

@@ -6,22 +6,32 @@
 // ActivationGrad.cpp, SoftmaxGrad.cpp, NormGrad.cpp, ConvGrad.cpp,
 // PoolGrad.cpp, ShapeGrad.cpp, LossGrad.cpp and Optimizer.cpp, with their
 // shared checks in GradUtil.h. registerCpuKernels (Registry.cpp) calls
-// registerBackwardKernels, which registers them all.
+// registerBackwardKernels, which registers them all, each taking f16/bf16
+// operands through f32 staging (Widen16.h).
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
+#include "Widen16.h"
 
 namespace kiln::rt::cpu {
 
 void registerBackwardKernels(KernelRegistry &r) {
-  registerActivationGradKernels(r);
-  registerSoftmaxGradKernels(r);
-  registerNormGradKernels(r);
-  registerConvGradKernels(r);
-  registerPoolGradKernels(r);
-  registerShapeGradKernels(r);
-  registerLossGradKernels(r);
-  registerOptimizerKernels(r);
+  KernelRegistry grads;
+  registerActivationGradKernels(grads);
+  registerSoftmaxGradKernels(grads);
+  registerNormGradKernels(grads);
+  registerConvGradKernels(grads);
+  registerPoolGradKernels(grads);
+  registerShapeGradKernels(grads);
+  registerLossGradKernels(grads);
+  registerOptimizerKernels(grads);
+  // Written for f32 and f64; mixed precision (bf16, fp16) gives them 16-bit
+  // operands, which they take through f32 staging. `copy` moves bytes of
+  // any type.
+  for (const std::string &name : grads.names()) {
+    const KernelFactory &f = *grads.find(name);
+    r.add(name, name == "copy" ? f : widening16(f));
+  }
 }
 
 } // namespace kiln::rt::cpu

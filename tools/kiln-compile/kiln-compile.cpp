@@ -15,6 +15,7 @@
 // ONNX model and the eval plan with a trailer; --emit plan writes the
 // @train_step plan; --emit mlir the kiln-level module with @train_step.
 //===----------------------------------------------------------------------===//
+#include "kiln/Conversion/ONNXToKiln/ONNXToKiln.h"
 #include "kiln/Pipeline/Pipelines.h"
 #include "kiln/runtime/InputFile.h"
 #include "kiln/runtime/FileIO.h"
@@ -116,6 +117,17 @@ cl::opt<std::string> gradCompression(
              "none, bf16, fp16, int8 (with error feedback)"),
     cl::value_desc("none|bf16|fp16|int8"), cl::init("none"),
     cl::cat(kilnCategory));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("training precision: fp32, or bf16 / fp16 (matmuls, convolutions "
+             "and the ops between them in that type; float32 master weights, "
+             "softmax, norms, reductions and losses)"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"), cl::cat(kilnCategory));
+cl::list<std::string> fp32Ops(
+    "fp32-ops",
+    cl::desc("with --precision bf16|fp16: ONNX op types that compute in "
+             "float32 all the same (comma-separated, as Softmax,Gelu)"),
+    cl::value_desc("OP,..."), cl::CommaSeparated, cl::cat(kilnCategory));
 cl::list<std::string> dims("dim", cl::desc("value of a symbolic dimension"),
                            cl::value_desc("NAME=N"), cl::cat(kilnCategory));
 cl::opt<std::string> loss("loss", cl::desc("the loss to minimise"),
@@ -245,6 +257,17 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
         " shards over the data-parallel ranks: it needs --mesh dp=N with N > 1");
   opts.zero = zeroStage;
   opts.syncBatchNorm = syncBatchNorm;
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+    die("--precision must be fp32, bf16 or fp16, got '" + precision + "'");
+  opts.precision = precision;
+  if (!fp32Ops.empty() && opts.precision == "fp32")
+    die("--fp32-ops keeps ops in float32 under --precision bf16|fp16; with "
+        "fp32 everything already is");
+  for (const std::string &t : fp32Ops)
+    if (!getONNXPatternRegistry().knowsOpType("", t))
+      die("--fp32-ops: '" + t + "' is not an ONNX op type Kiln imports "
+          "(names are case-sensitive, as Softmax)");
+  opts.fp32Ops.assign(fp32Ops.begin(), fp32Ops.end());
   if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
       opts.gradCompression != "fp16" && opts.gradCompression != "int8")
     die("--grad-compression must be none, bf16, fp16 or int8, got '" +

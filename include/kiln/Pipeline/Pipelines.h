@@ -74,6 +74,13 @@ struct TrainCompileOptions {
   /// data-parallel partitioning all-reduces. Off: per-rank statistics, as
   /// PyTorch DDP.
   bool syncBatchNorm = false;
+  /// The training precision (--precision): fp32, or bf16 / fp16, where
+  /// --kiln-mixed-precision computes GEMMs, convolutions and the ops between
+  /// them in that type and keeps float32 master weights.
+  std::string precision = "fp32";
+  /// ONNX op types that compute in float32 whatever their precision class
+  /// (--fp32-ops).
+  std::vector<std::string> fp32Ops;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

@@ -10,6 +10,7 @@
 #ifndef KILN_CONVERSION_ONNXTOKILN_ONNXTOKILN_H
 #define KILN_CONVERSION_ONNXTOKILN_ONNXTOKILN_H
 
+#include "kiln/Support/ONNXOrigin.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/ONNX/IR/ONNXOps.h"
 #include "mlir/IR/Builders.h"
@@ -62,7 +63,8 @@ void populateONNXTrainingPatterns(ONNXPatternRegistry &registry);
 class NodeRewriter {
 public:
   NodeRewriter(onnx::NodeOp node, mlir::OpBuilder &builder)
-      : node(node), b(builder), loc(node.getLoc()) {}
+      : node(node), b(builder),
+        loc(withONNXOpType(node.getLoc(), node.getOpType())) {}
 
   onnx::NodeOp getNode() { return node; }
   mlir::OpBuilder &builder() { return b; }

@@ -11,6 +11,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/APFloat.h"
 
@@ -145,6 +146,16 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // A round trip through a type that holds every value of the first:
+  // cast(cast(x: bf16 -> f32) -> bf16) is x.
+  if (auto inner = getInput().getDefiningOp<CastOp>()) {
+    auto from = dyn_cast<FloatType>(getElementTypeOrSelf(inner.getInput()));
+    auto via = dyn_cast<FloatType>(getElementTypeOrSelf(inner.getType()));
+    if (from && via && inner.getInput().getType() == getType() &&
+        llvm::APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                         via.getFloatSemantics()))
+      return inner.getInput();
+  }
   std::optional<Const> c = getConst(adaptor.getInput());
   if (!c)
     return {};

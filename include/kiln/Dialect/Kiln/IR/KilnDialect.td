@@ -106,14 +106,16 @@ def Kiln_Dialect : Dialect {
   }];
 }
 
-// Every kiln op states its sharding rule (KilnShardingRules.cpp).
+// Every kiln op states its sharding rule (KilnShardingRules.cpp) and its
+// precision class (KilnPrecisionRules.cpp).
 // `shardingMethods`: the optional ShardingRuleOpInterface methods the op
 // implements (localizeAttributes).
 class Kiln_Op<string mnemonic, list<Trait> traits = [],
               list<string> shardingMethods = []>
     : Op<Kiln_Dialect, mnemonic,
          !listconcat([DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface,
-                                                shardingMethods>],
+                                                shardingMethods>,
+                      DeclareOpInterfaceMethods<Kiln_PrecisionOpInterface>],
                      traits)>;
 
 // An elementwise op whose kernel reads element `i` of every operand before

@@ -60,6 +60,28 @@ def Kiln_BNRunningVar : Kiln_Enum<"BNRunningVar",
 def Kiln_TargetKind : Kiln_Enum<"TargetKind", "target device", [
     I32EnumCase<"CPU", 0, "cpu">]>;
 
+// An op's precision class under mixed precision (PrecisionOpInterface,
+// --kiln-mixed-precision): where it computes when the model trains in a
+// 16-bit float type.
+def Kiln_PrecisionClass : Kiln_Enum<"PrecisionClass", "precision class", [
+    // In the low-precision type: its float operands are cast down (GEMMs,
+    // convolutions: the work tensor units and AVX-512 BF16 speed up).
+    I32EnumCase<"Low", 0, "low">,
+    // In float32: operands cast up (softmax, norms, reductions, losses,
+    // exp/log, optimizer updates: where 8 bits of mantissa lose the answer).
+    I32EnumCase<"Float32", 1, "float32">,
+    // In the widest type of its activation operands (values computed from
+    // the inputs); weights and constants follow them (elementwise and shape
+    // ops, pooling, dropout, gather).
+    I32EnumCase<"Follow", 2, "follow">,
+    // Never retyped: casts, constants, ops without float operands.
+    I32EnumCase<"Keep", 3, "keep">]>;
+
+// Low-precision types --kiln-mixed-precision trains in.
+def Kiln_LowPrecision : Kiln_Enum<"LowPrecision", "low-precision type", [
+    I32EnumCase<"BF16", 0, "bf16">,
+    I32EnumCase<"FP16", 1, "fp16">]>;
+
 // The learning-rate schedules the trainer runs (the config's schedule.kind).
 def Kiln_LRSchedule : Kiln_Enum<"LRSchedule", "learning-rate schedule", [
     I32EnumCase<"Constant", 0, "constant">,

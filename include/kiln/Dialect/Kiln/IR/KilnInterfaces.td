@@ -114,4 +114,25 @@ def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Kiln_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    Where the op computes when the model trains in bf16 or fp16
+    (`--kiln-mixed-precision`): its PrecisionClass (KilnEnums.td), low,
+    float32, follow or keep. Every kiln op states one
+    (KilnPrecisionRules.cpp); an op without one is a compile error naming it.
+
+    ```mlir
+    // low: computes in bf16, its f32 operands cast down
+    %y = kiln.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    ```
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{The op's precision class.}],
+      /*retTy=*/"::kiln::PrecisionClass", /*methodName=*/"getPrecisionClass",
+      /*args=*/(ins)>,
+  ];
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNINTERFACES_TD

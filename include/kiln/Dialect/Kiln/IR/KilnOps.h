@@ -46,6 +46,7 @@ class InPlaceElementwise
 } // namespace kiln
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h.inc"
+#include "kiln/Dialect/Kiln/IR/KilnEnums.h"
 #include "kiln/Dialect/Kiln/IR/ShardingRule.h"
 #include "kiln/Dialect/Kiln/IR/KilnInterfaces.h.inc"
 

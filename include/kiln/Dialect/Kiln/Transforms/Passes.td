@@ -132,6 +132,49 @@ def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def KilnMixedPrecisionPass : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Computes in bf16 or fp16 where it is safe, float32 where not";
+  let description = [{
+    On `func` (after `--kiln-attach-loss`, before `--kiln-autodiff`), each
+    kiln op computes where its `PrecisionOpInterface` class says:
+
+    - `low` (matmul, conv): its f32 operands are cast to `dtype`;
+    - `float32` (softmax, norms, reductions, losses, exp/log): its
+      low-precision operands are cast to f32;
+    - `follow` (elementwise, shape, pooling, gather): in the widest type of
+      its activation operands (values computed from the data inputs), with
+      weights and constants cast to it: a bias added to a bf16 product is
+      added in bf16, a residual f32 stream plus a bf16 branch is added in
+      f32 (as torch's type promotion does);
+    - `keep`: untouched.
+
+    Every value is cast to a type at most once (a parameter used by several
+    matmuls has one bf16 copy), and a round trip through a wider type folds
+    away. Parameters stay f32 (the master weights): autodiff differentiates
+    through the casts, so each gradient reaches the optimizer in f32.
+    Results keep the function's types (a bf16 output is cast back).
+
+    `fp32-ops` names ONNX op types (`Softmax,Gelu`) whose kiln ops compute
+    in float32 whatever their class; the op type comes from the location the
+    importer gave the op (`NameLoc(node, FusedLoc<"onnx.Op">[...])`).
+
+    ```mlir
+    // dtype=bf16
+    %wl = kiln.cast %w : tensor<8x4xf32> -> tensor<8x4xbf16>
+    %xl = kiln.cast %x : tensor<2x8xf32> -> tensor<2x8xbf16>
+    %y = kiln.matmul %xl, %wl : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+    ```
+  }];
+  let options = [
+    Kiln_EnumOption<"dtype", "dtype", Kiln_LowPrecision, "BF16",
+                    "The low-precision type: bf16 or fp16">,
+    ListOption<"fp32Ops", "fp32-ops", "std::string",
+               "ONNX op types that compute in float32">,
+    Option<"func", "func", "std::string", "\"forward\"",
+           "The function to retype">,
+  ];
+}
+
 def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
   let summary = "Data parallelism: @train_step's batch split over dp ranks";
   let description = [{
