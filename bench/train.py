@@ -4,6 +4,11 @@
 #
 #   /usr/bin/python3 bench/train.py [--bin build/bin] [--batch 128]
 #       [--threads 2] [--steps 60] [--models mlp,mlp_wide,cnn,resnet18,gpt]
+#       [--precision fp32,bf16]
+#
+# --precision bf16 compiles with `kiln-compile --precision bf16` and runs
+# PyTorch under torch.autocast("cpu", bfloat16); with both precisions the
+# table adds Kiln's fp32 / bf16 step-time speed-up per model.
 #
 # mlp_wide (784-2048-2048-10, batch 256) is the GEMM-bound one: for the MLPs
 # the table adds Kiln's achieved GFLOP/s (forward, weight and input
@@ -73,61 +78,78 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--resnet-batch", type=int, default=32)
     p.add_argument("--models", default="mlp,mlp_wide,cnn,resnet18,gpt")
+    p.add_argument("--precision", default="fp32",
+                   help="comma-separated: fp32, bf16 (kiln-compile --precision "
+                        "bf16 against torch.autocast bfloat16)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     work = tempfile.mkdtemp(prefix="kiln-bench-train-")
-    print("%-9s %6s %12s %12s %8s %12s" % ("model", "batch", "kiln ms", "torch ms", "ratio",
-                                           "kiln GFLOP/s"))
+    print("%-9s %5s %6s %10s %10s %7s %12s %10s" % ("model", "prec", "batch", "kiln ms",
+                                                  "torch ms", "ratio", "kiln GFLOP/s",
+                                                  "fp32/bf16"))
     for name in a.models.split(","):
-        torch.manual_seed(0)
-        batch, steps = a.batch, a.steps
-        if name == "resnet18":
-            batch, steps = a.resnet_batch, max(12, a.steps // 4)
-        if name == "mlp_wide":
-            batch, steps = 256, max(20, a.steps // 2)
-        warm = 10 if steps >= 30 else 3
-        m, x, y, in_name = model_and_data(name, batch, batch * steps)
-        m.train()
-        onnx_path = os.path.join(work, name + ".onnx")
-        torch.onnx.export(m, (torch.from_numpy(x[:batch]),), onnx_path, opset_version=17,
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, input_names=[in_name],
-                          output_names=["logits"])
-        np.save(os.path.join(work, "x.npy"), x)
-        np.save(os.path.join(work, "y.npy"), y)
-        exe = os.path.join(work, name + ".train")
-        subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
-                        "--batch-size", str(batch), "--loss", "cross-entropy",
-                        "--optimizer", "adam", "--lr", "0.001"],
-                       check=True, capture_output=True)
-        met = os.path.join(work, name + ".jsonl")
-        subprocess.run([exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
-                        "--data", "labels=" + os.path.join(work, "y.npy"),
-                        "--steps", str(steps), "--metrics", met, "--log-every", "0",
-                        "--threads", str(a.threads), "--no-shuffle"],
-                       check=True, capture_output=True)
-        kiln = [json.loads(l)["step_ms"] for l in open(met)][warm:]
-        opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-        times = []
-        for s in range(steps):
-            t = time.perf_counter()
+        kiln_fp32 = None
+        for prec in a.precision.split(","):
+            k = run_model(a, work, name, prec, kiln_fp32)
+            if prec == "fp32":
+                kiln_fp32 = k
+    gemm_rates(a)
+
+
+def run_model(a, work, name, prec, kiln_fp32):
+    """One model at one precision: prints its row, returns Kiln's step ms."""
+    torch.manual_seed(0)
+    batch, steps = a.batch, a.steps
+    if name == "resnet18":
+        batch, steps = a.resnet_batch, max(12, a.steps // 4)
+    if name == "mlp_wide":
+        batch, steps = 256, max(20, a.steps // 2)
+    warm = 10 if steps >= 30 else 3
+    m, x, y, in_name = model_and_data(name, batch, batch * steps)
+    m.train()
+    onnx_path = os.path.join(work, name + ".onnx")
+    torch.onnx.export(m, (torch.from_numpy(x[:batch]),), onnx_path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=[in_name],
+                      output_names=["logits"])
+    np.save(os.path.join(work, "x.npy"), x)
+    np.save(os.path.join(work, "y.npy"), y)
+    exe = os.path.join(work, name + "." + prec + ".train")
+    subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
+                    "--batch-size", str(batch), "--loss", "cross-entropy",
+                    "--optimizer", "adam", "--lr", "0.001", "--precision", prec],
+                   check=True, capture_output=True)
+    met = os.path.join(work, name + "." + prec + ".jsonl")
+    subprocess.run([exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
+                    "--data", "labels=" + os.path.join(work, "y.npy"),
+                    "--steps", str(steps), "--metrics", met, "--log-every", "0",
+                    "--threads", str(a.threads), "--no-shuffle"],
+                   check=True, capture_output=True)
+    kiln = [json.loads(l)["step_ms"] for l in open(met)][warm:]
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    times = []
+    for s in range(steps):
+        t = time.perf_counter()
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
             logits = m(xt[s * batch:(s + 1) * batch])
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                    yt[s * batch:(s + 1) * batch].reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            times.append((time.perf_counter() - t) * 1e3)
-        k, t = float(np.median(kiln)), float(np.median(times[warm:]))
-        gf = ""
-        if name.startswith("mlp"):
-            lins = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
-            flops = sum(2 * batch * l.in_features * l.out_features * (2 if i == 0 else 3)
-                        for i, l in enumerate(lins))
-            gf = "%.1f" % (flops / (k * 1e-3) / 1e9)
-        print("%-9s %6d %12.2f %12.2f %8.2f %12s" % (name, batch, k, t, k / t, gf), flush=True)
-    gemm_rates(a)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t) * 1e3)
+    k, t = float(np.median(kiln)), float(np.median(times[warm:]))
+    gf = ""
+    if name.startswith("mlp"):
+        lins = [l for l in m.modules() if isinstance(l, torch.nn.Linear)]
+        flops = sum(2 * batch * l.in_features * l.out_features * (2 if i == 0 else 3)
+                    for i, l in enumerate(lins))
+        gf = "%.1f" % (flops / (k * 1e-3) / 1e9)
+    speedup = "%.2f" % (kiln_fp32 / k) if kiln_fp32 and prec != "fp32" else ""
+    print("%-9s %5s %6d %10.2f %10.2f %7.2f %12s %10s" % (name, prec, batch, k, t, k / t, gf,
+                                                         speedup), flush=True)
+    return k
 
 
 def gemm_rates(a):

@@ -57,10 +57,11 @@ inline dnnl::memory::dims denseStrides(const dnnl::memory::dims &dims) {
   return s;
 }
 
-/// A plain (row-major) f32 memory descriptor of `dims`.
-inline dnnl::memory::desc plainF32(const dnnl::memory::dims &dims) {
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32,
-                            denseStrides(dims));
+/// A plain (row-major) memory descriptor of `dims` (f32 unless `dt`).
+inline dnnl::memory::desc
+plainF32(const dnnl::memory::dims &dims,
+         dnnl::memory::data_type dt = dnnl::memory::data_type::f32) {
+  return dnnl::memory::desc(dims, dt, denseStrides(dims));
 }
 
 /// The oneDNN descriptor dims of a convolution or pooling window, for the

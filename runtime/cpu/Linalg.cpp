@@ -6,7 +6,9 @@
 // f32 runs on one oneDNN matmul primitive built at factory time (transposes
 // and broadcast batch dims are expressed as memory-descriptor strides; if
 // oneDNN refuses the N-d problem, a 2-D primitive runs once per batch with
-// pointer offsets). f16/bf16 are staged through f32 scratch (f32 accumulate);
+// pointer offsets). bf16 runs on oneDNN's bf16 matmul (AVX-512 BF16 dot
+// products, f32 accumulation, the result rounded once) where the CPU has it;
+// f16, and bf16 elsewhere, are staged through f32 scratch (f32 accumulate);
 // f64 uses a row-blocked loop in double.
 //
 // Measured on this machine (AMD EPYC, AVX-512, 2 threads), 2048^3 f32 GEMM:
@@ -25,9 +27,10 @@ namespace {
 
 using dnnl::memory;
 
-/// A strided f32 descriptor; a size-1 dim gets the stride a dense layout
-/// would give it (oneDNN matches formats on strides).
-memory::desc stridedF32(const memory::dims &dims, memory::dims strides) {
+/// A strided descriptor of type `dt`; a size-1 dim gets the stride a dense
+/// layout would give it (oneDNN matches formats on strides).
+memory::desc strided(const memory::dims &dims, memory::dims strides,
+                     memory::data_type dt) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] != 1)
       continue;
@@ -36,7 +39,7 @@ memory::desc stridedF32(const memory::dims &dims, memory::dims strides) {
       s = std::max<int64_t>(s, strides[j] * dims[j]);
     strides[i] = s;
   }
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, dt, strides);
 }
 
 /// The geometry of one matmul step, checked against the spec.
@@ -200,10 +203,13 @@ private:
   Scratch pack_;
 };
 
-/// f32 through oneDNN.
+/// A matmul through oneDNN in f32, or in bf16 (bf16 operands and result,
+/// f32 accumulation).
 class MatmulDnnl {
 public:
-  MatmulDnnl(const KernelSpec &spec, const MatmulShape &s) : s_(s) {
+  MatmulDnnl(const KernelSpec &spec, const MatmulShape &s,
+             memory::data_type dt = memory::data_type::f32)
+      : s_(s), dt_(dt), elt_(dt == memory::data_type::f32 ? 4 : 2) {
     if (s_.batchCount == 0 || s_.m == 0 || s_.n == 0 || s_.k == 0)
       return; // nothing to run (or a zero fill)
     try {
@@ -215,24 +221,38 @@ public:
     }
   }
 
-  void run(const float *a, const float *b, float *c) {
+  /// Whether oneDNN has a bf16 matmul on this CPU (AVX-512 BF16 or AMX);
+  /// without one it would emulate bf16 slower than f32 staging.
+  static bool nativeBf16() {
+    static const bool yes = [] {
+      auto isa = dnnl::get_effective_cpu_isa();
+      return isa == dnnl::cpu_isa::avx512_core_bf16 ||
+             isa == dnnl::cpu_isa::avx512_core_amx;
+    }();
+    return yes;
+  }
+
+  void run(const void *a, const void *b, void *c) {
     if (s_.batchCount == 0 || s_.m == 0 || s_.n == 0)
       return;
     if (s_.k == 0) {
-      std::memset(c, 0, sizeof(float) * s_.batchCount * s_.m * s_.n);
+      std::memset(c, 0, elt_ * s_.batchCount * s_.m * s_.n);
       return;
     }
+    auto at = [](const void *p, int64_t bytes) {
+      return const_cast<char *>(static_cast<const char *>(p)) + bytes;
+    };
     dnnl::stream &st = dnnlStream();
     if (batched_) {
-      src_.set_data_handle(const_cast<float *>(a));
-      wei_.set_data_handle(const_cast<float *>(b));
+      src_.set_data_handle(const_cast<void *>(a));
+      wei_.set_data_handle(const_cast<void *>(b));
       dst_.set_data_handle(c);
       prim_.execute(st, args_);
     } else {
       for (int64_t bi = 0; bi < s_.batchCount; ++bi) {
-        src_.set_data_handle(const_cast<float *>(a + s_.lhsOffsets[bi]));
-        wei_.set_data_handle(const_cast<float *>(b + s_.rhsOffsets[bi]));
-        dst_.set_data_handle(c + bi * s_.m * s_.n);
+        src_.set_data_handle(at(a, elt_ * s_.lhsOffsets[bi]));
+        wei_.set_data_handle(at(b, elt_ * s_.rhsOffsets[bi]));
+        dst_.set_data_handle(at(c, elt_ * bi * s_.m * s_.n));
         prim_.execute(st, args_);
       }
     }
@@ -264,9 +284,9 @@ private:
       la *= s_.lhsBatch[i];
       ra *= s_.rhsBatch[i];
     }
-    memory::desc smd = stridedF32(sd, ss);
-    memory::desc wmd = stridedF32(wd, ws);
-    memory::desc dmd = plainF32(dd);
+    memory::desc smd = strided(sd, ss, dt_);
+    memory::desc wmd = strided(wd, ws, dt_);
+    memory::desc dmd = plainF32(dd, dt_);
     dnnl::matmul::primitive_desc pd;
     try {
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(smd, wmd, dmd),
@@ -281,10 +301,10 @@ private:
 
   void buildPerBatch() {
     memory::desc smd =
-        stridedF32({s_.m, s_.k}, {s_.lhsRowStride, s_.lhsColStride});
+        strided({s_.m, s_.k}, {s_.lhsRowStride, s_.lhsColStride}, dt_);
     memory::desc wmd =
-        stridedF32({s_.k, s_.n}, {s_.rhsRowStride, s_.rhsColStride});
-    memory::desc dmd = plainF32({s_.m, s_.n});
+        strided({s_.k, s_.n}, {s_.rhsRowStride, s_.rhsColStride}, dt_);
+    memory::desc dmd = plainF32({s_.m, s_.n}, dt_);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(smd, wmd, dmd),
                                     userScratchpadAttr(), dnnlEngine());
     build(pd, smd, wmd, dmd);
@@ -306,6 +326,8 @@ private:
   }
 
   MatmulShape s_;
+  memory::data_type dt_;
+  int64_t elt_; // bytes per element
   bool batched_ = false;
   dnnl::matmul prim_;
   memory src_, wei_, dst_, pad_;
@@ -317,15 +339,27 @@ class MatmulF32Kernel : public Kernel {
 public:
   MatmulF32Kernel(const KernelSpec &spec, const MatmulShape &s) : mm_(spec, s) {}
   void run(ExecContext &, const void *const *in, void *const *out) override {
-    mm_.run(static_cast<const float *>(in[0]), static_cast<const float *>(in[1]),
-            static_cast<float *>(out[0]));
+    mm_.run(in[0], in[1], out[0]);
   }
 
 private:
   MatmulDnnl mm_;
 };
 
-/// f16/bf16: widen both operands to f32 scratch, multiply, round back.
+/// bf16 on oneDNN's bf16 matmul.
+class MatmulBf16Kernel : public Kernel {
+public:
+  MatmulBf16Kernel(const KernelSpec &spec, const MatmulShape &s)
+      : mm_(spec, s, memory::data_type::bf16) {}
+  void run(ExecContext &, const void *const *in, void *const *out) override {
+    mm_.run(in[0], in[1], out[0]);
+  }
+
+private:
+  MatmulDnnl mm_;
+};
+
+/// f16 (and bf16 without a native bf16 matmul): widen both operands to f32 scratch, multiply, round back.
 class Matmul16Kernel : public Kernel {
 public:
   Matmul16Kernel(const KernelSpec &spec, const MatmulShape &s)
@@ -363,8 +397,11 @@ std::unique_ptr<Kernel> makeMatmul(const KernelSpec &spec) {
   switch (spec.inputs[0]->dtype) {
   case DType::F32:
     return std::make_unique<MatmulF32Kernel>(spec, s);
-  case DType::F16:
   case DType::BF16:
+    if (MatmulDnnl::nativeBf16())
+      return std::make_unique<MatmulBf16Kernel>(spec, s);
+    return std::make_unique<Matmul16Kernel>(spec, s);
+  case DType::F16:
     return std::make_unique<Matmul16Kernel>(spec, s);
   case DType::F64:
     return std::make_unique<MatmulF64Kernel>(s);
