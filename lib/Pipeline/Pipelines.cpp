@@ -23,6 +23,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 void kiln::buildONNXToKilnPipeline(OpPassManager &pm) {
@@ -216,11 +218,34 @@ bool kiln::compileONNXToTraining(const std::string &path,
   double wd = opts.weightDecay >= 0
                   ? opts.weightDecay
                   : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
+  // Loss scaling: dynamic by default for fp16, off otherwise.
+  std::string lossScaleMode = opts.lossScale.empty()
+                                  ? (opts.precision == "fp16" ? "dynamic" : "none")
+                                  : opts.lossScale;
+  double staticScale = 0;
+  if (lossScaleMode != "dynamic" && lossScaleMode != "none") {
+    if (!llvm::to_float(lossScaleMode, staticScale) || !(staticScale > 0) ||
+        !std::isfinite(staticScale) || staticScale > 3.0e38)
+      return failWith("loss scale", "--loss-scale must be dynamic, none or a "
+                                    "positive float32 scale, got '" +
+                                        lossScaleMode + "'");
+  }
+  bool lossScaling = lossScaleMode != "none";
+  if (lossScaling && !attachOptimizer)
+    return failWith("loss scale", "--loss-scale needs an optimizer (it skips "
+                                  "the update of a step with non-finite "
+                                  "gradients)");
+  if (lossScaleMode == "dynamic" &&
+      (!(opts.initScale > 0) || !std::isfinite(opts.initScale) ||
+       opts.initScale > 3.0e38))
+    return failWith("loss scale", "--init-scale must be a positive float32 "
+                                  "scale");
   {
     PassManager pm(&ctx);
     KilnAutodiffPassOptions ao;
     ao.freeze = opts.freeze;
     ao.bnRunningVar = *bnRunningVar;
+    ao.lossScale = lossScaling;
     pm.addPass(createKilnAutodiffPass(ao));
     if (opts.syncBatchNorm)
       pm.addPass(createKilnExpandBatchNormPass());
@@ -244,6 +269,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     oo.beta2 = opts.beta2;
     oo.eps = opts.eps;
     oo.clipNorm = opts.clipNorm;
+    oo.lossScale = lossScaling;
     if (attachOptimizer)
       pm.addPass(createKilnAttachOptimizerPass(oo));
     if (attachOptimizer && opts.dp > 1 && opts.zero > 0) {
@@ -285,7 +311,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
       continue;
     auto name = step.getArgAttrOfType<StringAttr>(i, "onnx.name");
     std::string n = name ? name.getValue().str() : "arg" + std::to_string(i);
-    if (n == kLrInputName || n == kStepInputName)
+    if (n == kLrInputName || n == kStepInputName || n == kLossScaleInputName)
       continue;
     auto t = cast<RankedTensorType>(step.getArgument(i).getType());
     if (t.getRank() < 1)
@@ -359,6 +385,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
                           {key(K::ScheduleMinLr), opts.minLr}}},
       {key(K::LrInput), kLrInputName},
       {key(K::StepInput), kStepInputName}};
+  config[key(K::Precision)] = opts.precision;
+  if (lossScaling)
+    config[key(K::LossScale)] = llvm::json::Object{
+        {key(K::LossScaleMode), staticScale > 0 ? "static" : "dynamic"},
+        {key(K::LossScaleInit), staticScale > 0 ? staticScale : opts.initScale},
+        {key(K::LossScaleGrowthFactor), 2.0},
+        {key(K::LossScaleBackoffFactor), 0.5},
+        {key(K::LossScaleGrowthInterval), opts.scaleGrowthInterval},
+        {key(K::LossScaleMin), 1.0},
+        {key(K::LossScaleInput), kLossScaleInputName}};
   if (opts.dp > 1) {
     // ZeRO's sharded parameters: name -> the whole tensor's shape.
     llvm::json::Object sharded;

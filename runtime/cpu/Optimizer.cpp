@@ -3,13 +3,16 @@
 //
 // The ops --kiln-attach-optimizer adds (docs/Training.md has their
 // semantics): sgd_update, momentum_update and adam_update (adam and adamw)
-// with torch.optim's formulas, and copy. f32 and f64. Each reads element i
+// with torch.optim's formulas. f32 and f64. With `skip` set (loss scaling
+// found a non-finite gradient) each result is its operand, unchanged. Each reads element i
 // of every input before writing element i, so outputs may alias inputs.
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
 
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <type_traits>
 
 namespace kiln::rt::cpu {
@@ -21,8 +24,13 @@ using namespace grad;
 // Optimizer updates and copy
 //===----------------------------------------------------------------------===//
 
-void checkUpdate(const KernelSpec &spec, size_t nTensors, size_t nin, size_t nout) {
-  expectArity(spec, nin, nout);
+/// Checks an update's operands; `nin` counts the optional trailing `skip`,
+/// which a step may leave out. Returns skip's input index, or -1.
+int checkUpdate(const KernelSpec &spec, size_t nTensors, size_t nin, size_t nout) {
+  expectArity(spec, spec.inputs.size() + 1 == nin ? nin - 1 : nin, nout);
+  const TensorDesc *skip = spec.inputs.size() == nin ? spec.inputs[nin - 1] : nullptr;
+  if (skip && (skip->dtype != DType::Bool || skip->numel() != 1))
+    fail(spec, "skip must be an i1 scalar");
   need(spec, spec.inputs[0], "param");
   for (size_t i = 1; i < nTensors; ++i)
     sameDesc(spec, spec.inputs[i], spec.inputs[0], "every tensor operand");
@@ -31,15 +39,35 @@ void checkUpdate(const KernelSpec &spec, size_t nTensors, size_t nin, size_t nou
   if (!spec.inputs[nTensors] || spec.inputs[nTensors]->dtype != DType::F32 ||
       spec.inputs[nTensors]->numel() != 1)
     fail(spec, "lr must be an f32 scalar");
+  return skip ? int(nin - 1) : -1;
+}
+
+/// `skip` (the last input, optional) set: each output becomes its input
+/// (out[k] = in[from[k]]) and the update does not run; true if so.
+bool skipped(int skipAt, const void *const *in, void *const *out,
+             std::initializer_list<int> from, size_t bytes) {
+  const void *skip = skipAt >= 0 ? in[skipAt] : nullptr;
+  if (!skip || !*static_cast<const uint8_t *>(skip))
+    return false;
+  int k = 0;
+  for (int i : from) {
+    if (out[k] != in[i])
+      std::memcpy(out[k], in[i], bytes);
+    ++k;
+  }
+  return true;
 }
 
 std::unique_ptr<Kernel> makeSgd(const KernelSpec &spec) {
-  checkUpdate(spec, 2, 3, 1);
+  int skipAt = checkUpdate(spec, 2, 4, 1);
   double wd = userFloat(spec.attrs.getFloat("weight_decay", 0.0));
   int64_t n = spec.inputs[0]->numel();
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
+    size_t bytes = spec.inputs[0]->bytes();
     return make([=](ExecContext &, const void *const *in, void *const *out) {
+      if (skipped(skipAt, in, out, {0}, bytes))
+        return;
       const T *p = static_cast<const T *>(in[0]), *g = static_cast<const T *>(in[1]);
       T lr = T(*static_cast<const float *>(in[2])), wdT = T(wd);
       T *po = static_cast<T *>(out[0]);
@@ -54,14 +82,17 @@ std::unique_ptr<Kernel> makeSgd(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeMomentum(const KernelSpec &spec) {
-  checkUpdate(spec, 3, 4, 2);
+  int skipAt = checkUpdate(spec, 3, 5, 2);
   double wd = userFloat(spec.attrs.getFloat("weight_decay", 0.0));
   double mom = userFloat(spec.attrs.getFloat("momentum"));
   bool nesterov = spec.attrs.getBool("nesterov", false);
   int64_t n = spec.inputs[0]->numel();
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
+    size_t bytes = spec.inputs[0]->bytes();
     return make([=](ExecContext &, const void *const *in, void *const *out) {
+      if (skipped(skipAt, in, out, {0, 2}, bytes))
+        return;
       const T *p = static_cast<const T *>(in[0]), *g = static_cast<const T *>(in[1]),
               *buf = static_cast<const T *>(in[2]);
       T lr = T(*static_cast<const float *>(in[3])), wdT = T(wd), m = T(mom);
@@ -81,7 +112,7 @@ std::unique_ptr<Kernel> makeMomentum(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeAdam(const KernelSpec &spec) {
-  checkUpdate(spec, 4, 6, 3);
+  int skipAt = checkUpdate(spec, 4, 7, 3);
   if (!spec.inputs[5] || spec.inputs[5]->dtype != DType::I64 || spec.inputs[5]->numel() != 1)
     fail(spec, "step must be an i64 scalar");
   double b1 = userFloat(spec.attrs.getFloat("beta1")), b2 = userFloat(spec.attrs.getFloat("beta2"));
@@ -91,7 +122,10 @@ std::unique_ptr<Kernel> makeAdam(const KernelSpec &spec) {
   int64_t n = spec.inputs[0]->numel();
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
+    size_t bytes = spec.inputs[0]->bytes();
     return make([=](ExecContext &, const void *const *in, void *const *out) {
+      if (skipped(skipAt, in, out, {0, 2, 3}, bytes))
+        return;
       const T *p = static_cast<const T *>(in[0]), *g = static_cast<const T *>(in[1]),
               *m = static_cast<const T *>(in[2]), *v = static_cast<const T *>(in[3]);
       double lr = *static_cast<const float *>(in[4]);

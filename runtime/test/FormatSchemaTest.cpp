@@ -107,6 +107,7 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
   case TrainConfigObject::Optimizer: return schema["properties"]["optimizer"];
   case TrainConfigObject::Schedule: return schema["properties"]["schedule"];
   case TrainConfigObject::Mesh: return schema["properties"]["mesh"];
+  case TrainConfigObject::LossScale: return schema["properties"]["loss_scale"];
   case TrainConfigObject::Data: return schema["properties"]["data"]["items"];
   }
   return schema;
@@ -151,7 +152,7 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
   for (TrainConfigObject o :
        {TrainConfigObject::Top, TrainConfigObject::Optimizer,
         TrainConfigObject::Schedule, TrainConfigObject::Mesh,
-        TrainConfigObject::Data}) {
+        TrainConfigObject::LossScale, TrainConfigObject::Data}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

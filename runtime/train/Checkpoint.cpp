@@ -269,6 +269,10 @@ std::string CheckpointStore::save(
   manifest.position = pos.position;
   manifest.seed = pos.seed;
   manifest.shuffle = pos.shuffle;
+  manifest.lossScale = pos.lossScale.scale;
+  manifest.growthTracker = pos.lossScale.growthTracker;
+  manifest.skipped = pos.lossScale.skipped;
+  manifest.skippedInARow = pos.lossScale.skippedInARow;
   manifest.model = config.model;
   manifest.modelSha256 = modelSha_;
   manifest.optimizer = config.optimizer;
@@ -365,6 +369,10 @@ bool CheckpointStore::resume(
       p.position = m.position;
       p.seed = m.seed;
       p.shuffle = m.shuffle;
+      p.lossScale.scale = float(m.lossScale);
+      p.lossScale.growthTracker = m.growthTracker;
+      p.lossScale.skipped = m.skipped;
+      p.lossScale.skippedInARow = m.skippedInARow;
       if (p.step != stepNum) {
         why = std::string(kManifest) + " says step " + std::to_string(p.step);
         break;

@@ -16,6 +16,7 @@
 #define KILN_TRAIN_CHECKPOINT_H
 
 #include "Config.h"
+#include "LossScale.h"
 
 #include "kiln/runtime/Runtime.h"
 
@@ -41,6 +42,10 @@ struct TrainPosition {
   int64_t step = 0, epoch = 0, position = 0;
   uint64_t seed = 0;
   bool shuffle = true;
+  /// Loss scaling (LossScale.h): the scale and its counters; skipped steps
+  /// also count for runs without loss scaling (0), as the optimizer's step
+  /// is step - skipped.
+  LossScaleState lossScale;
 };
 
 class CheckpointStore {

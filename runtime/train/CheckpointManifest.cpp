@@ -99,6 +99,19 @@ void parse(const json &m, CheckpointManifest &out) {
   if (!out.modelSha256.empty() && !isSha256(out.modelSha256))
     throw Bad{"field 'model_sha256' is not 64 lowercase hex digits"};
   out.optimizer = string(m, "optimizer", "", true);
+  if (auto ls = m.find("loss_scale"); ls != m.end()) {
+    if (!ls->is_object())
+      throw Bad{"field 'loss_scale' is not an object"};
+    const json &sc = field(*ls, "scale", "loss_scale.");
+    if (!sc.is_number() || !(sc.get<double>() > 0) || sc.get<double>() > 3.5e38)
+      throw Bad{"field 'loss_scale.scale' is not a positive float32"};
+    out.lossScale = sc.get<double>();
+    out.growthTracker = integer(*ls, "growth_tracker", "loss_scale.", 0, INT64_MAX);
+    out.skipped = integer(*ls, "skipped", "loss_scale.", 0, INT64_MAX);
+    out.skippedInARow = integer(*ls, "skipped_in_a_row", "loss_scale.", 0, INT64_MAX);
+    if (out.skipped > out.step || out.skippedInARow > out.skipped)
+      throw Bad{"field 'loss_scale' counts more skipped steps than steps"};
+  }
   const json &layout = object(m, "layout", "");
   out.ranks = integer(layout, "ranks", "layout.", 1, kMaxCount);
   out.batchSize = integer(layout, "batch_size", "layout.", 1, kMaxCount);
@@ -184,6 +197,11 @@ std::string writeCheckpointManifest(const CheckpointManifest &m) {
       {"files",
        {{kCheckpointTensors,
          {{"bytes", m.tensorsBytes}, {"sha256", m.tensorsSha256}}}}}};
+  if (m.lossScale > 0)
+    j["loss_scale"] = {{"scale", m.lossScale},
+                       {"growth_tracker", m.growthTracker},
+                       {"skipped", m.skipped},
+                       {"skipped_in_a_row", m.skippedInARow}};
   return j.dump(2) + "\n";
 }
 

@@ -34,6 +34,11 @@ struct CheckpointManifest {
   bool shuffle = true;
   std::string model, modelSha256, optimizer;
   int64_t batchSize = 0, ranks = 1;
+  /// Loss scaling's state (absent in the file: scale 0, counters 0): the
+  /// scale, clean steps since its last change, steps skipped in all and in
+  /// a row at the end.
+  double lossScale = 0;
+  int64_t growthTracker = 0, skipped = 0, skippedInARow = 0;
   /// Every param in plan order (weights, state, optimizer state).
   std::vector<ManifestParam> params;
   /// Size and SHA-256 of tensors.safetensors.

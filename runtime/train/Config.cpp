@@ -214,6 +214,36 @@ Config parseConfig(std::string_view text) {
         }
       }
     }
+    c.precision = getString(j, Key::Precision);
+    if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+      bad("unknown precision '" + c.precision + "'");
+    if (const json *ls = field(j, Key::LossScale)) {
+      if (!ls->is_object())
+        bad("'loss_scale' must be an object");
+      LossScaleConfig l;
+      std::string mode = getString(*ls, Key::LossScaleMode, "loss_scale ");
+      if (mode != "dynamic" && mode != "static")
+        bad("loss_scale mode must be dynamic or static, got '" + mode + "'");
+      l.dynamic = mode == "dynamic";
+      l.init = getNumber(*ls, Key::LossScaleInit, "loss_scale ");
+      l.growthFactor = getNumber(*ls, Key::LossScaleGrowthFactor, "loss_scale ");
+      l.backoffFactor = getNumber(*ls, Key::LossScaleBackoffFactor, "loss_scale ");
+      l.min = getNumber(*ls, Key::LossScaleMin, "loss_scale ");
+      l.growthInterval = *getInt(*ls, Key::LossScaleGrowthInterval, "loss_scale ");
+      l.input = getString(*ls, Key::LossScaleInput, "loss_scale ");
+      if (!(l.init > 0) || !std::isfinite(l.init) || l.init > 3.0e38)
+        bad("loss_scale init must be a positive finite float32, got " +
+            std::to_string(l.init));
+      if (!(l.growthFactor > 1) || !(l.growthFactor < 1e6))
+        bad("loss_scale growth_factor must be in (1, 1e6)");
+      if (!(l.backoffFactor > 0) || !(l.backoffFactor < 1))
+        bad("loss_scale backoff_factor must be in (0, 1)");
+      if (!(l.min > 0) || !std::isfinite(l.min))
+        bad("loss_scale min must be positive and finite");
+      if (l.growthInterval < 1)
+        bad("loss_scale growth_interval must be at least 1");
+      c.lossScale = l;
+    }
     c.lrInput = getString(j, Key::LrInput);
     c.stepInput = getString(j, Key::StepInput);
   } catch (const json::exception &e) {

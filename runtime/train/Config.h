@@ -42,6 +42,16 @@ struct Schedule {
   double minLr = 0;
 };
 
+/// Loss scaling (the config's `loss_scale`; docs/MixedPrecision.md): the
+/// trainer feeds `scale` to the plan input `input` and updates it as
+/// torch.cuda.amp.GradScaler does.
+struct LossScaleConfig {
+  bool dynamic = true; // false: static, always `init`
+  double init = 65536.0, growthFactor = 2.0, backoffFactor = 0.5, min = 1.0;
+  int64_t growthInterval = 2000;
+  std::string input = defaultString(rt::TrainConfigKey::LossScaleInput);
+};
+
 struct Config {
   std::string model;        // the ONNX file's name (informative)
   std::string modelSha256;  // identity of the model, for checkpoints
@@ -61,6 +71,8 @@ struct Config {
   Schedule schedule;
   std::string lrInput = defaultString(rt::TrainConfigKey::LrInput),
               stepInput = defaultString(rt::TrainConfigKey::StepInput);
+  std::string precision = defaultString(rt::TrainConfigKey::Precision);
+  std::optional<LossScaleConfig> lossScale;
 
   /// The spec of data input `name`; null when there is none.
   const DataSpec *findData(const std::string &name) const;

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <unistd.h>
 
 namespace kiln::train {
@@ -102,6 +104,9 @@ void Logger::step(const StepRecord &r) {
                        ", \"lr\": " + jsonNumber(r.lr);
     if (r.gradNorm)
       line += ", \"grad_norm\": " + jsonNumber(*r.gradNorm);
+    if (r.lossScale)
+      line += ", \"loss_scale\": " + jsonNumber(*r.lossScale) +
+              ", \"skipped\": " + (r.skipped ? "true" : "false");
     char buf[96];
     std::snprintf(buf, sizeof buf, ", \"samples_per_s\": %.1f, \"step_ms\": %.3f",
                   sps, r.stepMs);
@@ -117,9 +122,14 @@ void Logger::step(const StepRecord &r) {
 
   int64_t done = r.step + 1;
   double eta = avgStepSec_ * double(total_ - done);
-  char gn[48] = "";
+  char gn[96] = "";
   if (r.gradNorm)
     std::snprintf(gn, sizeof gn, "  grad-norm %.4f", *r.gradNorm);
+  if (r.lossScale) {
+    size_t used = std::strlen(gn);
+    std::snprintf(gn + used, sizeof gn - used, "  scale %g%s", *r.lossScale,
+                  r.skipped ? " (skipped)" : "");
+  }
   bool logNow = logEvery_ > 0 &&
                 (done % logEvery_ == 0 || done == total_ || r.step == first_);
   if (logNow) {

@@ -8,7 +8,8 @@
 // JSON object per step:
 //   {"step": s, "epoch": e, "loss": L, "lr": lr, "grad_norm": g,
 //    "samples_per_s": x, "step_ms": t}
-// (plus "eval_loss"/"eval_accuracy" on steps after which an eval ran), each
+// (plus "loss_scale" and "skipped" with loss scaling, and
+// "eval_loss"/"eval_accuracy" on steps after which an eval ran), each
 // line flushed as it is written so that a killed run loses nothing it wrote.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_LOG_H
@@ -28,6 +29,10 @@ struct StepRecord {
   double loss = 0;
   double lr = 0;
   std::optional<double> gradNorm;
+  /// Loss scaling: the scale this step ran with, and whether its update was
+  /// skipped (non-finite gradients).
+  std::optional<double> lossScale;
+  bool skipped = false;
   double stepMs = 0;
   std::optional<double> evalLoss, evalAccuracy;
 };

@@ -24,6 +24,7 @@
 #include "kiln/comm/MeshCollectives.h"
 #include "ExportOnnx.h"
 #include "Log.h"
+#include "LossScale.h"
 #include "Profile.h"
 #include "Payload.h"
 #include "Sha256.h"
@@ -272,8 +273,18 @@ int runTraining(int argc, char **argv) {
   const auto &inDescs = program->inputDescs();
   rt::HostTensor lrT(rt::TensorDesc{rt::DType::F32, {}});
   rt::HostTensor stepT(rt::TensorDesc{rt::DType::I64, {}});
-  std::vector<int> inputSource; // data index, -1 lr, -2 step
+  rt::HostTensor scaleT(rt::TensorDesc{rt::DType::F32, {}});
+  std::vector<int> inputSource; // data index, -1 lr, -2 step, -3 loss scale
+  bool scaleFed = false;
   for (size_t k = 0; k < inNames.size(); ++k) {
+    if (config.lossScale && inNames[k] == config.lossScale->input) {
+      if (inDescs[k] != scaleT.desc())
+        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
+             ", the loss scale is f32[]");
+      inputSource.push_back(-3);
+      scaleFed = true;
+      continue;
+    }
     if (inNames[k] == config.lrInput) {
       if (inDescs[k] != lrT.desc())
         fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
@@ -310,6 +321,15 @@ int runTraining(int argc, char **argv) {
   int gradNormOut = findOutput(*program, "grad_norm");
   if (lossOut < 0)
     fail("payload plan: it has no 'loss' output");
+  if (config.lossScale && !scaleFed)
+    fail("payload plan: the config scales the loss, but the plan has no '" +
+         config.lossScale->input + "' input");
+  if (config.lossScale && gradNormOut < 0)
+    fail("payload plan: loss scaling reads the skipped steps from the "
+         "'grad_norm' output, which the plan lacks");
+  std::optional<LossScaler> scaler;
+  if (config.lossScale)
+    scaler.emplace(*config.lossScale);
 
   // Everything the user gave, checked before the first step. Outputs first:
   // the atomic writer renames over its target, so an output naming an input,
@@ -405,6 +425,8 @@ int runTraining(int argc, char **argv) {
              std::to_string(got.step / spe) + " position " +
              std::to_string(got.step % spe) + "; the data differ");
       pos = got;
+      if (scaler)
+        scaler->restore(pos.lossScale);
     } else if (lead) {
       std::fprintf(stderr, "--resume: no checkpoint in %s yet; starting at step 0\n",
                    store->dir().c_str());
@@ -427,6 +449,15 @@ int runTraining(int argc, char **argv) {
                        ", " +
                        std::to_string(spe) + " steps/epoch, " +
                        config.optimizer + " lr " + fmt("%g", config.lr);
+    if (config.precision != "fp32")
+      head += ", " + config.precision;
+    if (scaler)
+      head += config.lossScale->dynamic
+                  ? ", dynamic loss scale " + fmt("%g", scaler->scale()) +
+                        " (x" + fmt("%g", config.lossScale->growthFactor) +
+                        " every " + std::to_string(config.lossScale->growthInterval) +
+                        " clean steps)"
+                  : ", loss scale " + fmt("%g", scaler->scale());
     if (!resumedFrom.empty())
       head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
     log.message(head);
@@ -473,6 +504,8 @@ int runTraining(int argc, char **argv) {
     p.step = step;
     p.epoch = step / spe;
     p.position = step % spe;
+    if (scaler)
+      p.lossScale = scaler->state();
     return p;
   };
   // ZeRO: every rank's blocks of the sharded parameters and state,
@@ -547,10 +580,16 @@ int runTraining(int argc, char **argv) {
       for (size_t k = 0; k < inputSource.size(); ++k)
         inputs[k] = inputSource[k] == -1   ? &lrT
                     : inputSource[k] == -2 ? &stepT
+                    : inputSource[k] == -3 ? &scaleT
                                            : &batch[inputSource[k]];
       double lr = config.learningRate(s, total);
       *lrT.as<float>() = (float)lr;
-      *stepT.as<int64_t>() = s + 1;
+      // The optimizer's own step count (Adam's bias correction): skipped
+      // steps do not count, as optimizer.step() did not run for them.
+      int64_t skippedSoFar = scaler ? scaler->state().skipped : pos.lossScale.skipped;
+      *stepT.as<int64_t>() = s + 1 - skippedSoFar;
+      if (scaler)
+        *scaleT.as<float>() = scaler->scale();
       program->setStep((uint64_t)s);
       program->setSeed(pos.seed);
       if (opt.debugNan) {
@@ -573,7 +612,33 @@ int runTraining(int argc, char **argv) {
       rec.stepMs = std::chrono::duration<double, std::milli>(now - last).count();
       last = now;
 
-      if (!std::isfinite(loss)) {
+      if (scaler) {
+        // The plan skipped the update where the gradients' sum of squares
+        // is not finite; grad_norm is its square root.
+        bool finite = rec.gradNorm && std::isfinite(*rec.gradNorm);
+        rec.lossScale = scaler->scale();
+        rec.skipped = !finite;
+        scaler->update(finite);
+        if (scaler->collapsed()) {
+          log.step(rec);
+          std::string what =
+              "step " + std::to_string(s) + ": the loss scale fell to " +
+              fmt("%g", scaler->scale()) + ", below its minimum " +
+              fmt("%g", config.lossScale->min) + ", after " +
+              std::to_string(scaler->state().skippedInARow) +
+              " skipped steps in a row: the gradients are not finite at any "
+              "scale";
+          std::string where;
+          // The skipped step left the parameters as they were: the rerun
+          // is the step exactly.
+          if (!program->findNonFinite(inputs, where, err))
+            fail(what + " (the rerun looking for the first non-finite value "
+                        "failed: " + err + ")");
+          fail(what + (where.empty() ? "" : "; first non-finite value: " + where));
+        }
+      }
+
+      if (!std::isfinite(loss) && !scaler) {
         log.step(rec);
         std::string what = "step " + std::to_string(s) + ": loss is " +
                            (std::isnan(loss) ? "NaN" : "infinite");

@@ -115,10 +115,12 @@ def run_case(args, name, rng):
     kills = 0
     for attempt in range(args.kills):
         # Kill once the run has done a random number of steps of those left,
-        # plus a random few milliseconds: mid-step, mid-checkpoint or between.
+        # plus a random fraction of a few milliseconds: mid-step,
+        # mid-checkpoint or between. (The CNN's whole run can take less than
+        # 20 ms on a fast machine: a longer delay let it finish unkilled.)
         done_before = sum(1 for l in open(met)) if os.path.exists(met) else 0
         target = rng.randint(1, max(1, (STEPS - done_before) // 2))
-        delay = rng.random() * 0.02
+        delay = rng.random() * 0.003
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         t0 = time.time()
         while p.poll() is None and time.time() - t0 < 120:

@@ -34,6 +34,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 using namespace kiln;
@@ -128,6 +129,21 @@ cl::list<std::string> fp32Ops(
     cl::desc("with --precision bf16|fp16: ONNX op types that compute in "
              "float32 all the same (comma-separated, as Softmax,Gelu)"),
     cl::value_desc("OP,..."), cl::CommaSeparated, cl::cat(kilnCategory));
+cl::opt<std::string> lossScale(
+    "loss-scale",
+    cl::desc("loss scaling: dynamic (as torch's GradScaler: a step with "
+             "non-finite gradients is skipped and halves the scale, "
+             "--scale-growth-interval clean steps double it), none, or a "
+             "static scale F (default: dynamic with fp16, none otherwise)"),
+    cl::value_desc("dynamic|none|F"), cl::cat(kilnCategory));
+cl::opt<double, false, NumberParser> initScale(
+    "init-scale", cl::desc("the dynamic loss scale's first value (2^16)"),
+    cl::value_desc("F"), cl::init(kDefaults.initScale), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser> scaleGrowthInterval(
+    "scale-growth-interval",
+    cl::desc("clean steps after which the dynamic loss scale doubles (2000)"),
+    cl::value_desc("N"), cl::init(kDefaults.scaleGrowthInterval),
+    IntRange{1, int64_t(1) << 40, ""}, cl::cat(kilnCategory));
 cl::list<std::string> dims("dim", cl::desc("value of a symbolic dimension"),
                            cl::value_desc("NAME=N"), cl::cat(kilnCategory));
 cl::opt<std::string> loss("loss", cl::desc("the loss to minimise"),
@@ -268,6 +284,26 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
       die("--fp32-ops: '" + t + "' is not an ONNX op type Kiln imports "
           "(names are case-sensitive, as Softmax)");
   opts.fp32Ops.assign(fp32Ops.begin(), fp32Ops.end());
+  opts.lossScale = lossScale;
+  if (!opts.lossScale.empty() && opts.lossScale != "dynamic" &&
+      opts.lossScale != "none") {
+    double f = 0;
+    if (!llvm::to_float(opts.lossScale, f) || !(f > 0) || !std::isfinite(f) ||
+        f > 3.0e38)
+      die("--loss-scale must be dynamic, none or a positive finite scale, got '" +
+          opts.lossScale + "'");
+  }
+  bool dynamicScale = opts.lossScale == "dynamic" ||
+                      (opts.lossScale.empty() && opts.precision == "fp16");
+  if ((initScale.getNumOccurrences() || scaleGrowthInterval.getNumOccurrences()) &&
+      !dynamicScale)
+    die("--init-scale and --scale-growth-interval set the dynamic loss scale: "
+        "they need --loss-scale dynamic (the default with --precision fp16)");
+  if (!(initScale > 0) || initScale > 3.0e38)
+    die("--init-scale must be a positive float32 scale, got " +
+        std::to_string((double)initScale));
+  opts.initScale = initScale;
+  opts.scaleGrowthInterval = scaleGrowthInterval;
   if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
       opts.gradCompression != "fp16" && opts.gradCompression != "int8")
     die("--grad-compression must be none, bf16, fp16 or int8, got '" +

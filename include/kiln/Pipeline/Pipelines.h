@@ -81,6 +81,13 @@ struct TrainCompileOptions {
   /// ONNX op types that compute in float32 whatever their precision class
   /// (--fp32-ops).
   std::vector<std::string> fp32Ops;
+  /// Loss scaling (--loss-scale): "dynamic" (GradScaler's rule), "none", or
+  /// a static scale as a number; "" picks dynamic for fp16, none otherwise.
+  std::string lossScale;
+  /// The dynamic scale's first value (--init-scale) and the clean steps
+  /// after which it doubles (--scale-growth-interval).
+  double initScale = 65536.0;
+  int64_t scaleGrowthInterval = 2000;
 };
 
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd

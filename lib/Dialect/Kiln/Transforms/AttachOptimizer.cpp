@@ -9,6 +9,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <limits>
+
 namespace kiln {
 #define GEN_PASS_DEF_KILNATTACHOPTIMIZERPASS
 #include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
@@ -105,6 +107,26 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
                       kiln::kStepInputName, false);
 
   OpBuilder b(ret);
+  // Loss scaling: unscale each gradient (in its own type, as GradScaler).
+  if (lossScale) {
+    std::optional<unsigned> at;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (name(i) == kiln::kLossScaleInputName)
+        at = i;
+    if (!at)
+      return f.emitError("--kiln-attach-optimizer loss-scale: @train_step has "
+                         "no '")
+             << kiln::kLossScaleInputName
+             << "' argument; run --kiln-autodiff with loss-scale";
+    Value inv = kiln::ReciprocalOp::create(b, loc, f.getArgument(*at));
+    for (auto &s : slots) {
+      auto t = cast<RankedTensorType>(s.grad.getType());
+      Value c = inv;
+      if (t.getElementType() != Float32Type::get(ctx))
+        c = kiln::CastOp::create(b, loc, RankedTensorType::get({}, t.getElementType()), inv);
+      s.grad = kiln::MulOp::create(b, loc, s.grad, c);
+    }
+  }
   // Global L2 norm of all gradients.
   Value total;
   Type normElt = cast<RankedTensorType>(grads[0].second.getType()).getElementType();
@@ -124,6 +146,13 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     total = total ? kiln::AddOp::create(b, loc, total, sum).getResult() : sum;
   }
   Value norm = kiln::SqrtOp::create(b, loc, total);
+  // A step with a non-finite gradient anywhere: its sum of squares is Inf or
+  // NaN, and !(total < inf) holds for both.
+  Value skip;
+  if (lossScale) {
+    Value inf = scalar(b, loc, normElt, std::numeric_limits<double>::infinity());
+    skip = kiln::NotOp::create(b, loc, kiln::LessOp::create(b, loc, total, inf));
+  }
   Value normOut = norm;
   if (normElt != f32)
     normOut = kiln::CastOp::create(b, loc, RankedTensorType::get({}, f32), norm);
@@ -167,18 +196,18 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     Location ploc = NameLoc::get(StringAttr::get(ctx, name(s.param) + "/update"));
     if (optimizer == OptimizerKind::SGD) {
       update(kiln::SgdUpdateOp::create(b, ploc, p.getType(), p, s.grad, lr,
-                                       f32Attr(wd)),
+                                       skip, f32Attr(wd)),
              s.param);
     } else if (optimizer == OptimizerKind::Momentum) {
       auto u = kiln::MomentumUpdateOp::create(
           b, ploc, TypeRange{p.getType(), p.getType()}, p, s.grad, s.state[0], lr,
-          f32Attr(momentum), f32Attr(wd), b.getBoolAttr(nesterov));
+          skip, f32Attr(momentum), f32Attr(wd), b.getBoolAttr(nesterov));
       update(u.getNewParam(), s.param);
       update(u.getNewBuf(), cast<BlockArgument>(s.state[0]).getArgNumber());
     } else {
       auto u = kiln::AdamUpdateOp::create(
           b, ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, s.grad,
-          s.state[0], s.state[1], lr, step, f32Attr(beta1), f32Attr(beta2),
+          s.state[0], s.state[1], lr, step, skip, f32Attr(beta1), f32Attr(beta2),
           f32Attr(eps), f32Attr(wd),
           b.getBoolAttr(optimizer == OptimizerKind::AdamW));
       update(u.getNewParam(), s.param);

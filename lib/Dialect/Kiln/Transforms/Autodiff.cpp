@@ -114,9 +114,22 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
            << (freeze.empty() ? "" : " (or --freeze matches them all)");
 
   OpBuilder b(ret);
-  auto seedAttr = DenseElementsAttr::get(
-      lossType, b.getFloatAttr(lossType.getElementType(), 1.0));
-  Value seed = kiln::ConstantOp::create(b, loss.getLoc(), seedAttr);
+  Value seed;
+  if (lossScale) {
+    // Loss scaling: backward starts from the scale, not 1.
+    NamedAttrList a;
+    a.set("onnx.name", StringAttr::get(ctx, kiln::kLossScaleInputName));
+    auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+    unsigned at = f.getNumArguments();
+    (void)f.insertArgument(at, f32, a.getDictionary(ctx), loss.getLoc());
+    seed = f.getArgument(at);
+    if (lossType != f32)
+      seed = kiln::CastOp::create(b, loss.getLoc(), lossType, seed);
+  } else {
+    auto seedAttr = DenseElementsAttr::get(
+        lossType, b.getFloatAttr(lossType.getElementType(), 1.0));
+    seed = kiln::ConstantOp::create(b, loss.getLoc(), seedAttr);
+  }
   SmallVector<Value> xs, xGrads;
   for (unsigned i : trainable)
     xs.push_back(f.getArgument(i));

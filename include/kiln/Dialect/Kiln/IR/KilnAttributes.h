@@ -31,6 +31,10 @@ inline constexpr llvm::StringLiteral kLrInputName = "kiln.lr";
 /// `onnx.name` of @train_step's 1-based step input (tensor<i64>; the
 /// config's `step_input`).
 inline constexpr llvm::StringLiteral kStepInputName = "kiln.step";
+/// `onnx.name` of @train_step's loss-scale input (tensor<f32>, with
+/// --kiln-autodiff loss-scale): backward's seed; the trainer feeds the
+/// dynamic scale each step (the config's `loss_scale.input`).
+inline constexpr llvm::StringLiteral kLossScaleInputName = "kiln.loss_scale";
 
 //===----------------------------------------------------------------------===//
 // Arguments

@@ -278,7 +278,10 @@ def Kiln_NllLossGradOp : Kiln_GradOp<"nll_loss_grad"> {
 //===----------------------------------------------------------------------===//
 
 // Elementwise over the parameter; `lr` (and `step`) are scalars. Each result
-// may take the bytes of the operand it replaces.
+// may take the bytes of the operand it replaces. `skip` (an i1 scalar, from
+// loss scaling's finite check) true: the results are the operands
+// unchanged, the step is skipped (torch.cuda.amp.GradScaler's skipped
+// optimizer.step()).
 class Kiln_UpdateOp<string mnemonic, list<Trait> traits = []>
     : Kiln_GradOp<mnemonic, !listconcat([Kiln_InPlaceElementwise], traits)>;
 
@@ -294,7 +297,7 @@ def Kiln_SgdUpdateOp : Kiln_UpdateOp<"sgd_update", [
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
-                   0DTensorOf<[F32]>:$lr,
+                   0DTensorOf<[F32]>:$lr, Optional<0DTensorOf<[I1]>>:$skip,
                    DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
   let results = (outs Kiln_FloatTensor:$result);
 }
@@ -314,6 +317,7 @@ def Kiln_MomentumUpdateOp : Kiln_UpdateOp<"momentum_update", [
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                    Kiln_FloatTensor:$buf, 0DTensorOf<[F32]>:$lr,
+                   Optional<0DTensorOf<[I1]>>:$skip,
                    F32Attr:$momentum,
                    DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
                    DefaultValuedAttr<BoolAttr, "false">:$nesterov);
@@ -338,6 +342,7 @@ def Kiln_AdamUpdateOp : Kiln_UpdateOp<"adam_update", [
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                    Kiln_FloatTensor:$m, Kiln_FloatTensor:$v,
                    0DTensorOf<[F32]>:$lr, 0DTensorOf<[I64]>:$step,
+                   Optional<0DTensorOf<[I1]>>:$skip,
                    F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
                    DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
                    DefaultValuedAttr<BoolAttr, "false">:$decoupled);

@@ -64,6 +64,10 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
                     "Unbiased",
                     "BatchNorm's running variance: unbiased (PyTorch) or " #
                     "biased (ONNX's reference)">,
+    Option<"lossScale", "loss-scale", "bool", "false",
+           "backward starts from a new f32 scalar argument `kiln.loss_scale` "
+           "instead of 1, so every gradient comes out scaled by it (loss "
+           "scaling: fp16 gradients stay above the underflow)">,
   ];
 }
 
@@ -78,6 +82,16 @@ def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
     `min(1, clip-norm / (norm + 1e-6))` when `clip-norm` > 0 (as
     torch.nn.utils.clip_grad_norm_), and replaces each gradient result by
     the update op's new parameter (and state) values, tagged `kiln.update`.
+
+    With `loss-scale` (the gradients came from a loss scaled by the
+    argument `kiln.loss_scale`, see `--kiln-autodiff`), each gradient is
+    first multiplied by `1 / kiln.loss_scale` in its own type, as
+    torch.cuda.amp.GradScaler.unscale_ does, so the norm and clipping see
+    the true gradients; and every update op gets `skip` = `!(sum of
+    squares < inf)`: a step with an Inf or NaN gradient (on any rank: the
+    sums are all-reduced) leaves the parameters and the optimizer state
+    unchanged. The trainer reads the skip from `grad_norm` (non-finite) and
+    adjusts the scale.
   }];
   let options = [
     Kiln_EnumOption<"optimizer", "optimizer", Kiln_OptimizerKind, "SGD",
@@ -91,6 +105,10 @@ def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
     Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
     Option<"clipNorm", "clip-norm", "double", "0.0",
            "global gradient-norm clipping (0: off)">,
+    Option<"lossScale", "loss-scale", "bool", "false",
+           "the gradients are scaled by the `kiln.loss_scale` argument "
+           "(--kiln-autodiff loss-scale): unscale them first, and skip the "
+           "update of a step whose gradients are not all finite">,
   ];
 }
 

@@ -22,8 +22,8 @@ constexpr const char *kTrainConfigFormat = "kiln-train-config";
 constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
-/// "schedule", "mesh", or each element of "data".
-enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, Data };
+/// "schedule", "mesh", "loss_scale", or each element of "data".
+enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, LossScale, Data };
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
 /// X(Id, object, "key", JSON type, required, nullable, default). The default
@@ -48,6 +48,8 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(LrInput, Top, "lr_input", String, false, false, "kiln.lr")                 \
   X(StepInput, Top, "step_input", String, false, false, "kiln.step")           \
   X(Mesh, Top, "mesh", Object, false, false, nullptr)                          \
+  X(Precision, Top, "precision", String, false, false, "fp32")                 \
+  X(LossScale, Top, "loss_scale", Object, false, false, nullptr)               \
   X(DataName, Data, "name", String, true, false, nullptr)                      \
   X(DataDType, Data, "dtype", String, true, false, nullptr)                    \
   X(DataSampleShape, Data, "sample_shape", Array, true, false, nullptr)        \
@@ -67,7 +69,18 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(ScheduleMinLr, Schedule, "min_lr", Number, false, false, 0.0)              \
   X(MeshDp, Mesh, "dp", Integer, false, false, 1)                              \
   X(MeshZero, Mesh, "zero", Integer, false, false, 0)                          \
-  X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)
+  X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)               \
+  X(LossScaleMode, LossScale, "mode", String, false, false, "dynamic")         \
+  X(LossScaleInit, LossScale, "init", Number, false, false, 65536.0)           \
+  X(LossScaleGrowthFactor, LossScale, "growth_factor", Number, false, false,   \
+    2.0)                                                                       \
+  X(LossScaleBackoffFactor, LossScale, "backoff_factor", Number, false, false, \
+    0.5)                                                                       \
+  X(LossScaleGrowthInterval, LossScale, "growth_interval", Integer, false,     \
+    false, 2000)                                                               \
+  X(LossScaleMin, LossScale, "min", Number, false, false, 1.0)                 \
+  X(LossScaleInput, LossScale, "input", String, false, false,                  \
+    "kiln.loss_scale")
 
 enum class TrainConfigKey {
 #define KILN_TRAIN_CONFIG_ENUM(ID, OBJ, KEY, TYPE, REQ, NULLABLE, DFLT) ID,
@@ -130,6 +143,7 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Optimizer: return "optimizer";
   case TrainConfigObject::Schedule: return "schedule";
   case TrainConfigObject::Mesh: return "mesh";
+  case TrainConfigObject::LossScale: return "loss_scale";
   case TrainConfigObject::Data: return "data";
   }
   return "";
