@@ -23,6 +23,8 @@
 #    every --scale-growth-interval clean steps double it; the sequence is
 #    the rule's given the skipped flags; a run resumed from a checkpoint in
 #    the middle continues the same losses and scales.
+#  * fp16 under --mesh dp=2, ZeRO 0 and 3: the ranks skip exactly the steps
+#    the 1-rank run skips;
 #  * a scale that collapses below its minimum (an input that overflows fp16
 #    at any scale) stops the run with one line naming the step.
 # Prints one line per check and exits 1 if any fails.
@@ -240,6 +242,48 @@ def check_fp16(args):
     return res
 
 
+def check_ranks(args):
+    """fp16 under --mesh dp=2 (ZeRO 0 and 3): every rank skips the steps the
+    1-rank run skips (the finite check reads all-reduced sums)."""
+    work = os.path.join(args.work, "ranks")
+    _, _, _, path = setup(work)
+    flags = ["--precision", "fp16", "--init-scale", repr(2.0 ** 24),
+             "--scale-growth-interval", "2"]
+    steps = 20
+    try:
+        r1, one = kiln(args, work, path, "one", flags, [], steps)
+    except RuntimeError as e:
+        return [(False, "ranks: %s" % e)]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_NUM_THREADS="1")
+    res = []
+    for zero in (0, 3):
+        tag = "dp2z%d" % zero
+        exe = os.path.join(work, tag + ".train")
+        r = subprocess.run([os.path.join(args.bin, "kiln-compile"), path, "-o", exe,
+                            "--batch-size", str(BATCH), "--optimizer", "adam", "--lr", repr(LR),
+                            "--mesh", "dp=2", "--zero", str(zero)] + flags,
+                           capture_output=True, text=True)
+        metrics = os.path.join(work, tag + ".jsonl")
+        if r.returncode == 0:
+            r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", exe,
+                                "--data", "x=" + os.path.join(work, "x.npy"),
+                                "--data", "labels=" + os.path.join(work, "y.npy"),
+                                "--steps", str(steps), "--no-shuffle", "--metrics", metrics,
+                                "--log-every", "1000"], capture_output=True, text=True,
+                               env=env, timeout=300)
+        rows = [json.loads(l) for l in open(metrics)] if r.returncode == 0 else []
+        flags1 = "".join("S" if x["skipped"] else "." for x in one)
+        flagsN = "".join("S" if x["skipped"] else "." for x in rows)
+        err = max([abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(one, rows)] or [1])
+        res.append((r1.returncode == 0 and len(rows) == steps and flags1 == flagsN
+                    and "S" in flags1 and "." in flags1 and err <= 1e-3,
+                    "fp16 dp=2 ZeRO-%d skips the 1-rank run's steps: %s vs %s, losses max "
+                    "rel %.1e%s" % (zero, flagsN, flags1, err,
+                                    "" if r.returncode == 0 else ": " + r.stderr.strip()[-300:])))
+    return res
+
+
 def check_collapse(args):
     work = os.path.join(args.work, "collapse")
     _, _, _, path = setup(work, scale_x=1e6)  # overflows fp16 in forward
@@ -259,7 +303,7 @@ def main():
     p.add_argument("--work", required=True)
     args = p.parse_args()
     torch.set_num_threads(1)
-    results = check_bf16(args) + check_fp16(args) + check_collapse(args)
+    results = check_bf16(args) + check_fp16(args) + check_ranks(args) + check_collapse(args)
     failed = 0
     for ok, detail in results:
         print("%s %s" % ("PASS" if ok else "FAIL", detail))

@@ -28,6 +28,8 @@ namespace kiln {
 #include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
 } // namespace kiln
 
+#include <functional>
+
 using namespace mlir;
 
 namespace {
@@ -311,15 +313,29 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
   }
 
   // What the gradients' all-reduces still feed: the gradient norm's sums of
-  // squares, which become the sum over ranks of the shards' sums.
-  for (auto &[full, sharded] : shardedGrad) {
-    if (replicatedGrads.contains(full))
-      continue;
-    auto ar = cast<shard::AllReduceOp>(full.getDefiningOp());
-    for (Operation *user : llvm::make_early_inc_range(ar->getUsers())) {
-      if (auto mul = dyn_cast<kiln::MulOp>(user); mul && mul->use_empty()) {
-        mul->erase();
-        continue;
+  // squares, which become the sum over ranks of the shards' sums, possibly
+  // after scalings (loss scaling's unscale, clipping), which are applied to
+  // the shard instead.
+  std::function<LogicalResult(Value, Value)> rewriteReaders =
+      [&](Value full, Value sharded) -> LogicalResult {
+    for (Operation *user : llvm::make_early_inc_range(full.getUsers())) {
+      if (auto mul = dyn_cast<kiln::MulOp>(user)) {
+        Value s = mul.getLhs() == full ? mul.getRhs() : mul.getLhs();
+        if (cast<RankedTensorType>(s.getType()).getRank() == 0 &&
+            mul.getType() == full.getType()) {
+          if (!mul->use_empty()) {
+            b.setInsertionPoint(mul);
+            Value part = kiln::MulOp::create(b, mul.getLoc(), sharded.getType(),
+                                             sharded, s);
+            if (failed(rewriteReaders(mul.getResult(), part)))
+              return failure();
+          }
+          if (!mul->use_empty())
+            return mul.emitOpError() << "--kiln-zero: a scaled full gradient "
+                                        "is still used";
+          mul->erase();
+          continue;
+        }
       }
       auto sq = dyn_cast<kiln::ReduceSumSquareOp>(user);
       auto t = sq ? dyn_cast<RankedTensorType>(sq.getType()) : nullptr;
@@ -338,6 +354,14 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
       sq.getResult().replaceAllUsesWith(all);
       sq->erase();
     }
+    return success();
+  };
+  for (auto &[full, sharded] : shardedGrad) {
+    if (replicatedGrads.contains(full))
+      continue;
+    auto ar = cast<shard::AllReduceOp>(full.getDefiningOp());
+    if (failed(rewriteReaders(ar.getResult(), sharded)))
+      return failure();
     if (!ar->use_empty())
       return ar.emitOpError() << "--kiln-zero: the reduced gradient is still "
                                  "used";
