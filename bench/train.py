@@ -10,6 +10,9 @@
 # PyTorch under torch.autocast("cpu", bfloat16); with both precisions the
 # table adds Kiln's fp32 / bf16 step-time speed-up per model.
 #
+# gpt_wide (the decoder at d_model 256, 4 heads, 64 tokens, vocab 512, batch
+# 32) is a decoder whose GEMMs dominate its step, unlike gpt's (d_model 32).
+#
 # mlp_wide (784-2048-2048-10, batch 256) is the GEMM-bound one: for the MLPs
 # the table adds Kiln's achieved GFLOP/s (forward, weight and input
 # gradients of every Linear), and the run ends with the GEMM library's own
@@ -59,6 +62,11 @@ def model_and_data(name, batch, n):
         shape, kind, classes = (3, 32, 32), "f", 10
     elif name == "gpt":
         m, shape, kind, classes = em.GPT(dropout=0.0), (16,), "i", 64
+    elif name == "gpt_wide":
+        # A decoder whose GEMMs dominate: d_model 256, 4 heads, 64 tokens.
+        m = em.GPT(vocab=512, block_size=64, n_layer=2, n_head=4, d_model=256,
+                   dropout=0.0)
+        shape, kind, classes = (64,), "i", 512
     else:
         raise SystemExit("unknown model " + name)
     if kind == "f":
@@ -104,6 +112,8 @@ def run_model(a, work, name, prec, kiln_fp32):
         batch, steps = a.resnet_batch, max(12, a.steps // 4)
     if name == "mlp_wide":
         batch, steps = 256, max(20, a.steps // 2)
+    if name == "gpt_wide":
+        batch, steps = 32, max(20, a.steps // 2)
     warm = 10 if steps >= 30 else 3
     m, x, y, in_name = model_and_data(name, batch, batch * steps)
     m.train()

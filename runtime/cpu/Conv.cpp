@@ -159,10 +159,12 @@ void runDirect(const ConvGeom &g, const T *x, const T *w, T *y) {
     convDirect(g, x, w, y);
 }
 
-/// f32 conv / conv_transpose through oneDNN.
+/// conv / conv_transpose through oneDNN, in f32 or bf16.
 class DnnlConv {
 public:
-  DnnlConv(const KernelSpec &spec, const ConvGeom &g) {
+  DnnlConv(const KernelSpec &spec, const ConvGeom &g,
+           memory::data_type dt = memory::data_type::f32)
+      : dt_(dt) {
     try {
       bool pointwise = !g.transposed;
       for (int i = g.first(); i < shape::kMaxSpatial; ++i)
@@ -174,7 +176,7 @@ public:
     }
   }
 
-  void run(const float *x, const float *w, float *y) {
+  void run(const void *x, const void *w, void *y) {
     dnnl::stream &st = dnnlStream();
     src_.bind(x);
     wei_.bind(w);
@@ -201,7 +203,7 @@ private:
     memory::desc userW;
     if (!g.transposed) {
       // [O, C/G, K...] == [G, O/G, C/G, K...], dense.
-      userW = plainF32(wd);
+      userW = plainF32(wd, dt_);
     } else {
       // Stored [C, O/G, K...] == [G][C/G][O/G][K...]; oneDNN's logical order
       // is [G, O/G, C/G, K...].
@@ -218,7 +220,7 @@ private:
       ws[base + 1] = opg * ksz;       // in channel within the group
       if (grouped)
         ws[0] = cpg * opg * ksz;
-      userW = memory::desc(wd, memory::data_type::f32, ws);
+      userW = memory::desc(wd, dt_, ws);
       // ONNX allows output_padding < stride; that keeps oneDNN's
       // consistency check (integer division) satisfied with the plain end
       // pads. Beyond that, shrink the end pad (oneDNN accepts pad_r > -stride).
@@ -226,11 +228,11 @@ private:
         if (g.op[g.dim(i)] >= g.s[g.dim(i)])
           pr[i] = g.ph[g.dim(i)] - g.op[g.dim(i)];
     }
-    memory::desc userS = plainF32(sd), userD = plainF32(dd);
+    memory::desc userS = plainF32(sd, dt_), userD = plainF32(dd, dt_);
     auto any = memory::format_tag::any;
-    memory::desc anyS = anyLayout ? memory::desc(sd, memory::data_type::f32, any) : userS;
-    memory::desc anyW = anyLayout ? memory::desc(wd, memory::data_type::f32, any) : userW;
-    memory::desc anyD = anyLayout ? memory::desc(dd, memory::data_type::f32, any) : userD;
+    memory::desc anyS = anyLayout ? memory::desc(sd, dt_, any) : userS;
+    memory::desc anyW = anyLayout ? memory::desc(wd, dt_, any) : userW;
+    memory::desc anyD = anyLayout ? memory::desc(dd, dt_, any) : userD;
     std::string impl;
     dnnl::primitive_attr attr = userScratchpadAttr();
     dnnl::engine &eng = dnnlEngine();
@@ -275,6 +277,7 @@ private:
     return true;
   }
 
+  memory::data_type dt_;
   dnnl::primitive prim_;
   Staged src_, wei_, dst_;
   memory pad_;
@@ -301,9 +304,12 @@ public:
         nw_(spec.inputs[1]->numel()), ny_(spec.outputs[0]->numel()) {
     if (ny_ == 0 || type_ == DType::F64)
       return;
+    native16_ = type_ == DType::BF16 && dnnlHasBf16() && dnnlCan(g_);
     if (dnnlCan(g_))
-      dnnl_ = std::make_unique<DnnlConv>(spec, g_);
-    if (is16BitFloat(type_)) {
+      dnnl_ = std::make_unique<DnnlConv>(spec, g_, native16_
+                                                      ? memory::data_type::bf16
+                                                      : memory::data_type::f32);
+    if (is16BitFloat(type_) && !native16_) {
       xs_.resize(nx_ * sizeof(float));
       ws_.resize(nw_ * sizeof(float));
       ys_.resize(ny_ * sizeof(float));
@@ -316,6 +322,10 @@ public:
     if (type_ == DType::F64) {
       runDirect(g_, static_cast<const double *>(in[0]),
                 static_cast<const double *>(in[1]), static_cast<double *>(out[0]));
+      return;
+    }
+    if (native16_) {
+      dnnl_->run(in[0], in[1], out[0]);
       return;
     }
     const float *x = static_cast<const float *>(in[0]);
@@ -342,6 +352,7 @@ private:
   DType type_;
   int64_t nx_, nw_, ny_;
   std::unique_ptr<DnnlConv> dnnl_;
+  bool native16_ = false; // bf16 on oneDNN's bf16 primitive
   Scratch xs_, ws_, ys_;
 };
 

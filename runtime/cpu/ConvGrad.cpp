@@ -5,7 +5,8 @@
 // kiln.conv, with the forward's geometry (ShapeRules.h). In f32 they run on
 // oneDNN's convolution_backward_data / _weights primitives (blocked layouts
 // of its choice, with reorders built at factory time, as the forward conv
-// does). f64 keeps the direct loops, accumulating in double: they are the
+// does), and so does bf16 where the CPU has bf16 primitives (f16, and bf16
+// elsewhere, go through f32 staging, Widen16.h). f64 keeps the direct loops, accumulating in double: they are the
 // reference the f32 path is tested against and what the finite-difference
 // check runs. Every parallel loop writes disjoint outputs, so results do not
 // depend on the thread count.
@@ -14,8 +15,10 @@
 #include "GradUtil.h"
 #include "Kernels.h"
 #include "ShapeCheck.h"
+#include "Widen16.h"
 #include "kiln/runtime/ShapeRules.h"
 
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -83,7 +86,9 @@ template <typename F> inline void forTaps(const ConvGeom &g, F &&f) {
 /// on oneDNN's backward primitives.
 class DnnlConvGrad {
 public:
-  DnnlConvGrad(const KernelSpec &spec, const ConvGeom &g, bool weights) {
+  DnnlConvGrad(const KernelSpec &spec, const ConvGeom &g, bool weights,
+               dnnl::memory::data_type dt = dnnl::memory::data_type::f32)
+      : dt_(dt) {
     try {
       build(g, weights);
     } catch (const dnnl::error &e) {
@@ -113,9 +118,8 @@ private:
     const memory::dims &sd = w.src, &dd = w.dst, &wd = w.weights,
                        &strides = w.strides, &dil = w.holes, &pl = w.padL,
                        &pr = w.padR;
-    auto f32 = memory::data_type::f32;
     auto any = memory::format_tag::any;
-    memory::desc anyS(sd, f32, any), anyW(wd, f32, any), anyD(dd, f32, any);
+    memory::desc anyS(sd, dt_, any), anyW(wd, dt_, any), anyD(dd, dt_, any);
     dnnl::engine &eng = dnnlEngine();
     dnnl::primitive_attr attr = userScratchpadAttr();
     // The backward primitives take the forward's descriptor as a hint.
@@ -133,9 +137,9 @@ private:
               dil, pl, pr),
           attr, eng, hint);
       prim_ = dnnl::convolution_backward_weights(pd);
-      a_.init(plainF32(sd), pd.src_desc(), true);
-      b_.init(plainF32(dd), pd.diff_dst_desc(), true);
-      r_.init(plainF32(wd), pd.diff_weights_desc(), false);
+      a_.init(plainF32(sd, dt_), pd.src_desc(), true);
+      b_.init(plainF32(dd, dt_), pd.diff_dst_desc(), true);
+      r_.init(plainF32(wd, dt_), pd.diff_weights_desc(), false);
       pad = pd.scratchpad_desc();
       args_ = {{DNNL_ARG_SRC, a_.prim},
                {DNNL_ARG_DIFF_DST, b_.prim},
@@ -147,9 +151,9 @@ private:
               dil, pl, pr),
           attr, eng, hint);
       prim_ = dnnl::convolution_backward_data(pd);
-      a_.init(plainF32(dd), pd.diff_dst_desc(), true);
-      b_.init(plainF32(wd), pd.weights_desc(), true);
-      r_.init(plainF32(sd), pd.diff_src_desc(), false);
+      a_.init(plainF32(dd, dt_), pd.diff_dst_desc(), true);
+      b_.init(plainF32(wd, dt_), pd.weights_desc(), true);
+      r_.init(plainF32(sd, dt_), pd.diff_src_desc(), false);
       pad = pd.scratchpad_desc();
       args_ = {{DNNL_ARG_DIFF_DST, a_.prim},
                {DNNL_ARG_WEIGHTS, b_.prim},
@@ -159,6 +163,7 @@ private:
     args_[DNNL_ARG_SCRATCHPAD] = memory(pad, eng, scratch_.data());
   }
 
+  dnnl::memory::data_type dt_;
   dnnl::primitive prim_;
   Staged a_, b_, r_;
   Scratch scratch_;
@@ -173,7 +178,48 @@ std::unique_ptr<Kernel> convGradKernel(const KernelSpec &spec, const ConvGeom &g
   return dnnlOrDirect(std::move(dnnl), std::move(direct));
 }
 
+/// bf16 on oneDNN's bf16 backward primitive; null where that is not how
+/// `spec` runs (f16, or no bf16 primitives: widening16 stages it).
+std::unique_ptr<Kernel> nativeBf16Grad(const KernelSpec &spec, bool weights) {
+  for (const TensorDesc *d : {spec.inputs[0], spec.inputs[1], spec.outputs[0]})
+    if (!d || d->dtype != DType::BF16)
+      return nullptr;
+  if (!dnnlHasBf16())
+    return nullptr;
+  ConvGeom g = weights ? convGeom(spec, *spec.inputs[0], *spec.outputs[0], *spec.inputs[1])
+                       : convGeom(spec, *spec.outputs[0], *spec.inputs[1], *spec.inputs[0]);
+  if (g.n == 0 || g.c == 0 || g.o == 0)
+    return nullptr;
+  auto dnnl = std::make_shared<DnnlConvGrad>(spec, g, weights,
+                                             dnnl::memory::data_type::bf16);
+  return make([dnnl](ExecContext &, const void *const *in, void *const *out) {
+    dnnl->run(in, out);
+  });
+}
+
+std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec);
+std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec);
+
+/// The 16-bit cases: native bf16, else f32 staging.
+std::unique_ptr<Kernel> convGrad16(const KernelSpec &spec, bool weights) {
+  expectArity(spec, 2, 1);
+  if (std::unique_ptr<Kernel> k = nativeBf16Grad(spec, weights))
+    return k;
+  return widening16(weights ? makeConvWeightGrad : makeConvInputGrad)(spec);
+}
+
+bool any16(const KernelSpec &spec) {
+  for (const TensorDesc *d : {spec.inputs.size() > 0 ? spec.inputs[0] : nullptr,
+                              spec.inputs.size() > 1 ? spec.inputs[1] : nullptr,
+                              spec.outputs.size() > 0 ? spec.outputs[0] : nullptr})
+    if (d && is16BitFloat(d->dtype))
+      return true;
+  return false;
+}
+
 std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
+  if (any16(spec))
+    return convGrad16(spec, false);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "dy");
   need(spec, spec.inputs[1], "weight");
@@ -209,6 +255,8 @@ std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec) {
+  if (any16(spec))
+    return convGrad16(spec, true);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "input");
   need(spec, spec.inputs[1], "dy");

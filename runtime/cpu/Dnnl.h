@@ -57,6 +57,24 @@ inline dnnl::memory::dims denseStrides(const dnnl::memory::dims &dims) {
   return s;
 }
 
+/// Whether oneDNN has bf16 primitives on this CPU (AVX-512 BF16 or AMX);
+/// without them it would emulate bf16 slower than staging through f32.
+inline bool dnnlHasBf16() {
+  static const bool yes = [] {
+    auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return yes;
+}
+
+/// oneDNN's data type for a float DType it runs natively (f32, and bf16
+/// where dnnlHasBf16()).
+inline dnnl::memory::data_type dnnlType(DType t) {
+  return t == DType::BF16 ? dnnl::memory::data_type::bf16
+                          : dnnl::memory::data_type::f32;
+}
+
 /// A plain (row-major) memory descriptor of `dims` (f32 unless `dt`).
 inline dnnl::memory::desc
 plainF32(const dnnl::memory::dims &dims,
@@ -176,8 +194,6 @@ inline void narrow16(bool isHalf, const float *src, uint16_t *dst, int64_t n) {
   }
 }
 
-/// True for the 16-bit float types, which the kernels stage through f32.
-inline bool is16BitFloat(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 /// A conv/pool window attribute: `name` with `n` entries, each >= `min`.
 inline std::vector<int64_t> windowAttr(const KernelSpec &spec,

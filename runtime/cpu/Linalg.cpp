@@ -221,17 +221,6 @@ public:
     }
   }
 
-  /// Whether oneDNN has a bf16 matmul on this CPU (AVX-512 BF16 or AMX);
-  /// without one it would emulate bf16 slower than f32 staging.
-  static bool nativeBf16() {
-    static const bool yes = [] {
-      auto isa = dnnl::get_effective_cpu_isa();
-      return isa == dnnl::cpu_isa::avx512_core_bf16 ||
-             isa == dnnl::cpu_isa::avx512_core_amx;
-    }();
-    return yes;
-  }
-
   void run(const void *a, const void *b, void *c) {
     if (s_.batchCount == 0 || s_.m == 0 || s_.n == 0)
       return;
@@ -398,7 +387,7 @@ std::unique_ptr<Kernel> makeMatmul(const KernelSpec &spec) {
   case DType::F32:
     return std::make_unique<MatmulF32Kernel>(spec, s);
   case DType::BF16:
-    if (MatmulDnnl::nativeBf16())
+    if (dnnlHasBf16())
       return std::make_unique<MatmulBf16Kernel>(spec, s);
     return std::make_unique<Matmul16Kernel>(spec, s);
   case DType::F16:

@@ -8,6 +8,8 @@
 #include "GradUtil.h"
 #include "Kernels.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
 
@@ -62,16 +64,31 @@ std::unique_ptr<Kernel> makeLayerNormGrad(const KernelSpec &spec) {
           }
         }
       });
-      parallelRange(n, rows * n, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) {
-          double sg = 0, sb = 0;
+      // dscale and dbias: sums over the rows, each column's in row order
+      // (as a column-at-a-time loop would), a block of columns at a time so
+      // each row's reads are contiguous and the inner loop vectorizes.
+      constexpr int64_t kCols = 64;
+      int64_t blocks = (n + kCols - 1) / kCols;
+      parallelRange(blocks, rows * n, [&](int64_t b, int64_t e) {
+        double sg[kCols], sb[kCols];
+        for (int64_t blk = b; blk < e; ++blk) {
+          int64_t j0 = blk * kCols, w = std::min(kCols, n - j0);
+          for (int64_t j = 0; j < w; ++j)
+            sg[j] = sb[j] = 0;
           for (int64_t r = 0; r < rows; ++r) {
-            double d = dy[r * n + j];
-            sg += d * (double(x[r * n + j]) - mu[r]) * rs[r];
-            sb += d;
+            const T *dyr = dy + r * n + j0, *xr = x + r * n + j0;
+            double m = mu[r], inv = rs[r];
+#pragma omp simd
+            for (int64_t j = 0; j < w; ++j) {
+              double d = dyr[j];
+              sg[j] += d * (double(xr[j]) - m) * inv;
+              sb[j] += d;
+            }
           }
-          dg[j] = T(sg);
-          db[j] = T(sb);
+          for (int64_t j = 0; j < w; ++j) {
+            dg[j0 + j] = T(sg[j]);
+            db[j0 + j] = T(sb[j]);
+          }
         }
       });
     });

@@ -67,8 +67,15 @@ std::unique_ptr<Kernel> makeGatherGrad(const KernelSpec &spec) {
 
 std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
-  need(spec, spec.inputs[0], "dy");
-  need(spec, spec.outputs[0], "the result");
+  // Moves values and writes zeros: f16/bf16 move as 16-bit words (all-zero
+  // bits are +0 in both), f32/f64 as themselves.
+  for (const TensorDesc *d : {spec.inputs[0], spec.outputs[0]})
+    if (d && is16BitFloat(d->dtype))
+      ;
+    else
+      need(spec, d, d == spec.inputs[0] ? "dy" : "the result");
+  if (spec.inputs[0]->dtype != spec.outputs[0]->dtype)
+    fail(spec, "dy and the result must have one element type");
   const auto &xs = spec.outputs[0]->shape, &ys = spec.inputs[0]->shape;
   auto st = spec.attrs.getInts("starts"), sp = spec.attrs.getInts("strides");
   size_t r = xs.size();
@@ -99,7 +106,7 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
   }
   loops::Walk walk(ys, {ystr, dstr}, base);
   int64_t nx = spec.outputs[0]->numel();
-  return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
+  auto kernel = [&](auto tag) {
     using T = decltype(tag);
     return make([=](ExecContext &, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]);
@@ -115,7 +122,10 @@ std::unique_ptr<Kernel> makeSliceGrad(const KernelSpec &spec) {
           px[i * s] = py[i];
       });
     });
-  });
+  };
+  if (is16BitFloat(spec.inputs[0]->dtype))
+    return kernel(uint16_t{});
+  return byFloat(spec, spec.inputs[0]->dtype, kernel);
 }
 
 /// krt's copy (an update result the lowering could not write in place).

@@ -121,6 +121,35 @@ TEST(ConvGrad, DnnlMatchesDirect) {
   }
 }
 
+// bf16 (oneDNN's bf16 backward primitives where the CPU has them) and f16
+// (f32 staging) against f64 on the same 16-bit-representable values: the
+// 16-bit result's rounding (2^-8 relative for bf16) bounds the difference.
+TEST(ConvGrad, SixteenBitMatchesF64) {
+  std::mt19937 rng(99);
+  auto round16 = [](DType t, std::vector<double> v) {
+    for (double &x : v)
+      x = t == DType::BF16 ? bf16ToFloat(floatToBf16(float(x)))
+                           : halfToFloat(floatToHalf(float(x)));
+    return v;
+  };
+  for (int it = 0; it < 24; ++it) {
+    Geom g = randomConv(rng, 1 + it % 3);
+    json a = convAttrs(g);
+    DType t = it % 2 ? DType::F16 : DType::BF16;
+    auto dy = round16(t, randomVals(rng, numelOf(g.y)));
+    auto w = round16(t, randomVals(rng, numelOf(g.w)));
+    auto x = round16(t, randomVals(rng, numelOf(g.x)));
+    SCOPED_TRACE(std::string(dtypeName(t)) + " case " + std::to_string(it) + ": " +
+                 a.dump() + " x " + json(g.x).dump() + " w " + json(g.w).dump());
+    EXPECT_LT(relErr(runGrad("conv_input_grad", t, {g.y, g.w}, {dy, w}, g.x, a),
+                     runGrad("conv_input_grad", DType::F64, {g.y, g.w}, {dy, w}, g.x, a)),
+              1e-2);
+    EXPECT_LT(relErr(runGrad("conv_weight_grad", t, {g.x, g.y}, {x, dy}, g.w, a),
+                     runGrad("conv_weight_grad", DType::F64, {g.x, g.y}, {x, dy}, g.w, a)),
+              1e-2);
+  }
+}
+
 TEST(ConvGrad, LargeThreaded) {
   // A ResNet-like 3x3 layer, big enough for blocked layouts and threads.
   std::mt19937 rng(7);

@@ -98,6 +98,9 @@ constexpr bool parseDType(std::string_view name, DType &out) {
 }
 
 constexpr bool isFloat(DType t) { return dtypeKind(t) == DTypeKind::Float; }
+/// The 16-bit float types (mixed precision's), which kernels often compute
+/// in float32.
+constexpr bool is16BitFloat(DType t) { return t == DType::F16 || t == DType::BF16; }
 constexpr bool isSignedInt(DType t) {
   return dtypeKind(t) == DTypeKind::SignedInt;
 }
