@@ -8,7 +8,9 @@
 #
 # --precision bf16 compiles with `kiln-compile --precision bf16` and runs
 # PyTorch under torch.autocast("cpu", bfloat16); with both precisions the
-# table adds Kiln's fp32 / bf16 step-time speed-up per model.
+# table adds Kiln's fp32 / bf16 step-time speed-up per model. "arena MiB" is
+# the training plan's peak memory beyond parameters, optimizer state and
+# inputs (kiln-compile's buffer assignment).
 #
 # gpt_wide (the decoder at d_model 256, 4 heads, 64 tokens, vocab 512, batch
 # 32) is a decoder whose GEMMs dominate its step, unlike gpt's (d_model 32).
@@ -31,6 +33,7 @@
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,9 +95,9 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     work = tempfile.mkdtemp(prefix="kiln-bench-train-")
-    print("%-9s %5s %6s %10s %10s %7s %12s %10s" % ("model", "prec", "batch", "kiln ms",
-                                                  "torch ms", "ratio", "kiln GFLOP/s",
-                                                  "fp32/bf16"))
+    print("%-9s %5s %6s %10s %10s %7s %12s %10s %10s" % ("model", "prec", "batch", "kiln ms",
+                                                       "torch ms", "ratio", "kiln GFLOP/s",
+                                                       "fp32/bf16", "arena MiB"))
     for name in a.models.split(","):
         kiln_fp32 = None
         for prec in a.precision.split(","):
@@ -125,10 +128,12 @@ def run_model(a, work, name, prec, kiln_fp32):
     np.save(os.path.join(work, "x.npy"), x)
     np.save(os.path.join(work, "y.npy"), y)
     exe = os.path.join(work, name + "." + prec + ".train")
-    subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
-                    "--batch-size", str(batch), "--loss", "cross-entropy",
-                    "--optimizer", "adam", "--lr", "0.001", "--precision", prec],
-                   check=True, capture_output=True)
+    r = subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
+                        "--batch-size", str(batch), "--loss", "cross-entropy",
+                        "--optimizer", "adam", "--lr", "0.001", "--precision", prec],
+                       check=True, capture_output=True, text=True)
+    # The plan's peak memory beyond parameters and inputs: its arena.
+    arena = re.search(r"train arena ([0-9.]+) MiB", r.stdout + r.stderr)
     met = os.path.join(work, name + "." + prec + ".jsonl")
     subprocess.run([exe, "--data", "%s=%s" % (in_name, os.path.join(work, "x.npy")),
                     "--data", "labels=" + os.path.join(work, "y.npy"),
@@ -157,8 +162,9 @@ def run_model(a, work, name, prec, kiln_fp32):
                     for i, l in enumerate(lins))
         gf = "%.1f" % (flops / (k * 1e-3) / 1e9)
     speedup = "%.2f" % (kiln_fp32 / k) if kiln_fp32 and prec != "fp32" else ""
-    print("%-9s %5s %6d %10.2f %10.2f %7.2f %12s %10s" % (name, prec, batch, k, t, k / t, gf,
-                                                         speedup), flush=True)
+    print("%-9s %5s %6d %10.2f %10.2f %7.2f %12s %10s %10s" % (
+        name, prec, batch, k, t, k / t, gf, speedup, arena.group(1) if arena else "?"),
+        flush=True)
     return k
 
 
