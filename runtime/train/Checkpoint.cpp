@@ -108,6 +108,13 @@ bool renameIntoPlace(const std::string &from, const std::string &to,
   return ::rename(from.c_str(), to.c_str()) == 0;
 }
 
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 std::string shortSha(const std::string &s) {
   return s.size() > 12 ? s.substr(0, 12) + "…" : s;
 }
@@ -152,6 +159,32 @@ rt::HostTensor blockOf(const rt::HostTensor &whole, const rt::TensorDesc &block,
   return out;
 }
 
+/// Elements [first, first + want.numel()) of a tensor of `shape` stored as
+/// equal blocks of its flattened, zero-padded form (`blocks`, in rank
+/// order), as a tensor of `want`; zeros past the tensor's end.
+rt::HostTensor rangeOfBlocks(const std::vector<const rt::HostTensor *> &blocks,
+                             const std::vector<int64_t> &shape, int64_t first,
+                             const rt::TensorDesc &want) {
+  rt::HostTensor out(want);
+  std::memset(out.data(), 0, out.bytes());
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (blocks.empty())
+    return out;
+  const int64_t k = blocks[0]->desc().numel();
+  const size_t es = rt::dtypeSize(want.dtype);
+  int64_t count = want.numel(), end = std::min(first + count, n);
+  for (int64_t i = first; i < end;) {
+    int64_t b = i / k, off = i % k, take = std::min(k - off, end - i);
+    std::memcpy(static_cast<char *>(out.data()) + (i - first) * es,
+                static_cast<const char *>(blocks[b]->data()) + off * es,
+                (size_t)take * es);
+    i += take;
+  }
+  return out;
+}
+
 rt::HostTensor wholeOf(const void *blocks, rt::DType dtype,
                        const std::vector<int64_t> &shape) {
   rt::HostTensor out(rt::TensorDesc{dtype, shape});
@@ -182,14 +215,30 @@ void CheckpointStore::prepare() const {
 bool CheckpointStore::isOwnCheckpoint(const std::string &path,
                                       std::string &why,
                                       bool damagedIsOwn) const {
-  for (const std::string &e : listDir(path))
+  std::vector<std::string> shardFiles;
+  for (const std::string &e : listDir(path)) {
+    if (isShardFileName(e)) {
+      shardFiles.push_back(e);
+      continue;
+    }
     if (e != kTensors && e != kManifest) {
       why = "it holds '" + e + "', which kiln does not write";
       return false;
     }
+  }
   CheckpointManifest m;
   if (!readManifest(path, m, why))
     return damagedIsOwn;
+  // Shard files are ours only where the manifest lists them.
+  for (const std::string &e : shardFiles) {
+    bool listed = false;
+    for (size_t r = 0; r < m.shards.size(); ++r)
+      listed |= e == shardFileName((int64_t)r, (int64_t)m.shards.size());
+    if (!listed) {
+      why = "it holds '" + e + "', which its manifest does not list";
+      return false;
+    }
+  }
   if (m.modelSha256 != modelSha_) {
     why = "it was written for another model (model_sha256 " +
           shortSha(m.modelSha256) + ")";
@@ -208,16 +257,27 @@ void CheckpointStore::removeCheckpoint(const std::string &path) const {
   // The tensors first: a crash in between leaves a manifest whose tensors
   // are missing, which resume skips as damaged and the next pruning removes.
   ::unlink((path + "/" + kTensors).c_str());
+  for (const std::string &e : listDir(path))
+    if (isShardFileName(e))
+      ::unlink((path + "/" + e).c_str());
   ::unlink((path + "/" + kManifest).c_str());
   if (::rmdir(path.c_str()) != 0)
     warnOnce(path, "warning: checkpoint retention: left " + path + ": " +
                        lastError());
 }
 
-std::string CheckpointStore::save(
-    const rt::Program &program, const Config &config, const TrainPosition &pos,
-    const std::map<std::string, rt::HostTensor> *whole) const {
+std::string CheckpointStore::save(const rt::Program &program,
+                                  const Config &config, const TrainPosition &pos,
+                                  const CheckpointRanks *ranks) const {
+  const int rank = ranks ? ranks->rank : 0;
+  const int nranks = ranks ? ranks->ranks : 1;
+  const bool sharded = !config.sharded.empty();
+  if (sharded && (!ranks || nranks != config.dp))
+    fail("checkpoint: the sharded (ZeRO) parameters need every rank to write "
+         "its shard");
+  const bool lead = rank == 0;
   std::string finalPath = pathFor(pos.step);
+  // Every rank writes into rank 0's temporary directory.
   std::string tmp = dir_ + "/.tmp-" + stepName(pos.step) + "-" +
                     std::to_string(::getpid());
   auto bail = [&](const std::string &why) {
@@ -229,33 +289,82 @@ std::string CheckpointStore::save(
   // resume skipped to get here); never a user's files or another model's
   // checkpoint (issue 21: never destroy what is not ours).
   std::string why;
-  if (pathExists(finalPath) &&
-      !isOwnCheckpoint(finalPath, why, /*damagedIsOwn=*/true))
-    fail("checkpoint " + finalPath + " exists and is not a checkpoint of this "
-         "model (" + why + "); move it away or choose another --checkpoint-dir");
-  removeStale(dir_);
-  removeTree(tmp);
-  if (::mkdir(tmp.c_str(), 0755) != 0)
-    bail("cannot create " + tmp + ": " + lastError());
+  if (lead) {
+    if (pathExists(finalPath) &&
+        !isOwnCheckpoint(finalPath, why, /*damagedIsOwn=*/true))
+      fail("checkpoint " + finalPath + " exists and is not a checkpoint of this "
+           "model (" + why + "); move it away or choose another --checkpoint-dir");
+    removeStale(dir_);
+    removeTree(tmp);
+    if (::mkdir(tmp.c_str(), 0755) != 0)
+      bail("cannot create " + tmp + ": " + lastError());
+  }
+  if (sharded) {
+    // Rank 0's directory, to every rank (the gather is also the barrier
+    // after its creation). A failure above ended the job.
+    std::string name = tmp;
+    name.resize(4096, '\0');
+    tmp = std::string(ranks->allGather(name)[0].c_str());
+  }
 
-  // Every param, in plan order.
   std::vector<std::string> names = program.paramNames();
+  std::string err;
+  CheckpointManifest manifest;
+  // This rank's shard: its blocks of the sharded parameters.
+  if (sharded) {
+    std::vector<rt::HostTensor> blocks;
+    std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
+    blocks.reserve(names.size());
+    for (const std::string &n : names) {
+      if (!config.sharded.count(n))
+        continue;
+      blocks.emplace_back();
+      if (!program.getParam(n, blocks.back(), err))
+        bail(err);
+      tensors.emplace_back(n, &blocks.back());
+    }
+    std::string shard = tmp + "/" + shardFileName(rank, nranks);
+    ManifestShardFile mine;
+    std::string record;
+    if (!rt::writeSafetensors(shard, tensors, err) ||
+        !sha256File(shard, mine.sha256, mine.bytes, err))
+      record = "error " + err;
+    else
+      record = std::to_string(mine.bytes) + " " + mine.sha256;
+    record.resize(1024, '\0');
+    std::vector<std::string> all = ranks->allGather(record);
+    for (int r = 0; r < nranks; ++r) {
+      std::string rec(all[r].c_str());
+      if (rec.rfind("error ", 0) == 0)
+        bail("rank " + std::to_string(r) + "'s shard: " + rec.substr(6));
+      ManifestShardFile f;
+      size_t sp = rec.find(' ');
+      f.bytes = std::strtoull(rec.c_str(), nullptr, 10);
+      f.sha256 = sp == std::string::npos ? "" : rec.substr(sp + 1);
+      manifest.shards.push_back(f);
+    }
+    if (!lead)
+      return finalPath; // rank 0 completes it (or ends the job)
+  }
+
+  // Rank 0: every replicated param, in plan order; the manifest lists all.
   std::vector<rt::HostTensor> values(names.size());
   std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
-  CheckpointManifest manifest;
-  std::string err;
   for (size_t k = 0; k < names.size(); ++k) {
-    auto w = whole ? whole->find(names[k]) : decltype(whole->end()){};
-    if (whole && w != whole->end())
-      values[k] = w->second; // ZeRO: the ranks' blocks, gathered
-    else if (config.sharded.count(names[k]))
-      bail("parameter '" + names[k] + "' is sharded (ZeRO) and was not gathered");
-    else if (!program.getParam(names[k], values[k], err))
+    auto sh = config.sharded.find(names[k]);
+    if (sh != config.sharded.end()) {
+      rt::TensorDesc d;
+      program.getParamDesc(names[k], d);
+      manifest.params.push_back({names[k], program.paramRole(names[k]),
+                                 rt::dtypeName(d.dtype), sh->second, true});
+      continue;
+    }
+    if (!program.getParam(names[k], values[k], err))
       bail(err);
     tensors.emplace_back(names[k], &values[k]);
     manifest.params.push_back({names[k], program.paramRole(names[k]),
                                rt::dtypeName(values[k].dtype()),
-                               values[k].shape()});
+                               values[k].shape(), false});
   }
   std::string tensorsPath = tmp + "/" + kTensors;
   if (!rt::writeSafetensors(tensorsPath, tensors, err))
@@ -330,6 +439,10 @@ bool CheckpointStore::resume(
     std::string why;
     TrainPosition p;
     std::vector<std::pair<std::string, rt::HostTensor>> tensors;
+    // ZeRO checkpoints: each shard file's blocks, and the sharded
+    // parameters' whole shapes.
+    std::vector<std::vector<std::pair<std::string, rt::HostTensor>>> shards;
+    std::map<std::string, std::vector<int64_t>> shardParams;
     do {
       CheckpointManifest m;
       if (!readManifest(path, m, why))
@@ -377,22 +490,31 @@ bool CheckpointStore::resume(
         why = std::string(kManifest) + " says step " + std::to_string(p.step);
         break;
       }
-      std::string haveSha, err;
-      uint64_t haveBytes = 0;
-      if (!sha256File(path + "/" + kTensors, haveSha, haveBytes, err)) {
-        why = std::string(kTensors) + " is missing or unreadable";
+      // Every file, by size and checksum (each rank checks all of them, so
+      // the ranks agree on which checkpoint is usable).
+      auto checkFile = [&](const std::string &file, uint64_t bytes,
+                           const std::string &sha) {
+        std::string haveSha, err;
+        uint64_t haveBytes = 0;
+        if (!sha256File(path + "/" + file, haveSha, haveBytes, err))
+          why = file + " is missing or unreadable";
+        else if (haveBytes != bytes)
+          why = file + " has " + std::to_string(haveBytes) +
+                " bytes, the manifest says " + std::to_string(bytes);
+        else if (haveSha != sha)
+          why = file + " checksum mismatch";
+        return why.empty();
+      };
+      if (!checkFile(kTensors, m.tensorsBytes, m.tensorsSha256))
         break;
-      }
-      if (haveBytes != m.tensorsBytes) {
-        why = std::string(kTensors) + " has " + std::to_string(haveBytes) +
-              " bytes, the manifest says " + std::to_string(m.tensorsBytes);
+      for (size_t r = 0; r < m.shards.size() && why.empty(); ++r)
+        checkFile(shardFileName((int64_t)r, (int64_t)m.shards.size()),
+                  m.shards[r].bytes, m.shards[r].sha256);
+      if (!why.empty())
         break;
-      }
-      if (haveSha != m.tensorsSha256) {
-        why = std::string(kTensors) + " checksum mismatch";
-        break;
-      }
-      // The tensors: exactly the params, each of the param's type.
+      std::string err;
+      // The tensors: exactly the params, each of the param's type;
+      // sharded ones as one block per shard file.
       if (!rt::readSafetensors(path + "/" + kTensors, tensors, err)) {
         why = err;
         break;
@@ -400,18 +522,66 @@ bool CheckpointStore::resume(
       std::map<std::string, const rt::HostTensor *> byName;
       for (const auto &kv : tensors)
         byName[kv.first] = &kv.second;
-      if (byName.size() != tensors.size() || tensors.size() != names.size()) {
+      shardParams.clear();
+      for (const ManifestParam &mp : m.params)
+        if (mp.sharded)
+          shardParams[mp.name] = mp.shape;
+      if (byName.size() != tensors.size() ||
+          tensors.size() != names.size() - shardParams.size()) {
         why = std::string(kTensors) + " holds " + std::to_string(tensors.size()) +
-              " tensors, the manifest lists " + std::to_string(names.size());
+              " tensors, the manifest lists " +
+              std::to_string(names.size() - shardParams.size()) + " there";
         break;
       }
+      shards.assign(m.shards.size(), {});
+      for (size_t r = 0; r < m.shards.size() && why.empty(); ++r) {
+        std::string file = shardFileName((int64_t)r, (int64_t)m.shards.size());
+        if (!rt::readSafetensors(path + "/" + file, shards[r], err)) {
+          why = err;
+          break;
+        }
+        if (shards[r].size() != shardParams.size())
+          why = file + " holds " + std::to_string(shards[r].size()) +
+                " blocks, the manifest shards " +
+                std::to_string(shardParams.size()) + " parameters";
+      }
+      if (!why.empty())
+        break;
       for (const std::string &n : names) {
-        auto it = byName.find(n);
         rt::TensorDesc want;
         program.getParamDesc(n, want);
         auto sh = config.sharded.find(n);
         if (sh != config.sharded.end())
-          want.shape = sh->second; // the checkpoint holds the whole tensor
+          want.shape = sh->second; // the whole tensor's shape
+        auto ms = shardParams.find(n);
+        if (ms != shardParams.end()) {
+          // Block r of R of the whole tensor in each shard file.
+          if (ms->second != want.shape) {
+            why = "parameter '" + n + "' is " + shapeText(ms->second) +
+                  ", the model's is " + want.str();
+            break;
+          }
+          int64_t numel = 1;
+          for (int64_t d : ms->second)
+            numel *= d;
+          int64_t R = (int64_t)shards.size(), k = (numel + R - 1) / R;
+          for (size_t r = 0; r < shards.size() && why.empty(); ++r) {
+            const rt::HostTensor *b = nullptr;
+            for (const auto &kv : shards[r])
+              if (kv.first == n)
+                b = &kv.second;
+            rt::TensorDesc blk{want.dtype, {k}};
+            if (!b)
+              why = shardFileName((int64_t)r, R) + " lacks parameter '" + n + "'";
+            else if (b->desc() != blk)
+              why = shardFileName((int64_t)r, R) + ": parameter '" + n +
+                    "' is " + b->desc().str() + ", its block is " + blk.str();
+          }
+          if (!why.empty())
+            break;
+          continue;
+        }
+        auto it = byName.find(n);
         if (it == byName.end()) {
           why = std::string(kTensors) + " lacks parameter '" + n + "'";
           break;
@@ -433,11 +603,24 @@ bool CheckpointStore::resume(
     for (const auto &kv : tensors)
       byName[kv.first] = &kv.second;
     for (const std::string &n : names) {
+      rt::TensorDesc mine;
+      program.getParamDesc(n, mine);
       bool ok;
-      if (config.sharded.count(n)) {
-        rt::TensorDesc block;
-        program.getParamDesc(n, block);
-        ok = program.setParam(n, blockOf(*byName[n], block, rank), err);
+      auto ms = shardParams.find(n);
+      if (ms != shardParams.end()) {
+        // Elements [first, first + count) of the flattened whole tensor,
+        // from the shard files that hold them (zeros past its end).
+        std::vector<const rt::HostTensor *> blocks;
+        for (auto &file : shards)
+          for (const auto &kv : file)
+            if (kv.first == n)
+              blocks.push_back(&kv.second);
+        int64_t count = mine.numel();
+        int64_t first = config.sharded.count(n) ? (int64_t)rank * count : 0;
+        ok = program.setParam(n, rangeOfBlocks(blocks, ms->second, first, mine),
+                              err);
+      } else if (config.sharded.count(n)) {
+        ok = program.setParam(n, blockOf(*byName[n], mine, rank), err);
       } else {
         ok = program.setParam(n, *byName[n], err);
       }

@@ -31,6 +31,13 @@ namespace kiln::train {
 /// desc (one dimension of that length).
 rt::HostTensor blockOf(const rt::HostTensor &whole, const rt::TensorDesc &block,
                        int rank);
+/// Elements [first, first + want.numel()) of the flattened tensor of
+/// `shape` that `blocks` (equal blocks of it, zero-padded, in rank order)
+/// hold, as a tensor of `want`; zeros past the tensor's end. A checkpoint
+/// written by R ranks resumes on any number of them through it.
+rt::HostTensor rangeOfBlocks(const std::vector<const rt::HostTensor *> &blocks,
+                             const std::vector<int64_t> &shape, int64_t first,
+                             const rt::TensorDesc &want);
 /// The inverse: `count` blocks (every rank's, in order) concatenated and cut
 /// to `shape`.
 rt::HostTensor wholeOf(const void *blocks, rt::DType dtype,
@@ -48,6 +55,15 @@ struct TrainPosition {
   LossScaleState lossScale;
 };
 
+/// How the ranks of a ZeRO run write one checkpoint together: each writes
+/// its own blocks of the sharded parameters (its shard file), rank 0 the
+/// rest and the manifest. `allGather` gives every rank each rank's string
+/// (all of one length), in rank order; it is also the barrier.
+struct CheckpointRanks {
+  int rank = 0, ranks = 1;
+  std::function<std::vector<std::string>(const std::string &mine)> allGather;
+};
+
 class CheckpointStore {
 public:
   /// `keep`: how many of the newest checkpoints to keep (at least 1).
@@ -61,16 +77,19 @@ public:
   void prepare() const;
   /// Writes the checkpoint of `pos` and prunes old ones; returns its path.
   /// Throws UserError (nothing is left under a step-* name on failure).
-  /// ZeRO (config.sharded): `whole` holds the gathered whole tensors of
-  /// the sharded parameters, written instead of this rank's blocks.
+  /// ZeRO (config.sharded): every rank calls it with `ranks`; each writes
+  /// its blocks of the sharded parameters into its shard file
+  /// (shard-<r>-of-<R>.safetensors), rank 0 the replicated parameters and,
+  /// once every shard is written, the manifest and the rename into place.
   std::string save(const rt::Program &program, const Config &config,
                    const TrainPosition &pos,
-                   const std::map<std::string, rt::HostTensor> *whole = nullptr) const;
+                   const CheckpointRanks *ranks = nullptr) const;
   /// Restores the newest usable checkpoint into `program`. False when DIR
   /// holds no checkpoint at all; throws UserError when none is usable or one
   /// belongs to another model. `note` receives one line per skipped one.
-  /// A checkpoint holds whole tensors: a parameter config.sharded names
-  /// gets block `rank` of it (whatever mesh wrote it).
+  /// A parameter config.sharded names gets block `rank` of the whole
+  /// tensor, whatever mesh wrote it: read from the whole tensor, or
+  /// assembled from the shard files that hold its elements.
   bool resume(rt::Program &program, const Config &config, TrainPosition &pos,
               std::string &loadedPath,
               const std::function<void(const std::string &)> &note,

@@ -3,6 +3,8 @@
 //===----------------------------------------------------------------------===//
 #include "CheckpointManifest.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -141,6 +143,11 @@ void parse(const json &m, CheckpointManifest &out) {
         throw Bad{"field '" + where + "shape' has a dim that is not an integer in [0, 2^48]"};
       mp.shape.push_back(d.get<int64_t>());
     }
+    if (auto sh = p.find("sharded"); sh != p.end()) {
+      if (!sh->is_boolean())
+        throw Bad{"field '" + where + "sharded' is not a boolean"};
+      mp.sharded = sh->get<bool>();
+    }
     out.params.push_back(std::move(mp));
   }
 
@@ -151,6 +158,32 @@ void parse(const json &m, CheckpointManifest &out) {
   out.tensorsSha256 = string(t, "sha256", where, true);
   if (!isSha256(out.tensorsSha256))
     throw Bad{"field '" + where + "sha256' is not 64 lowercase hex digits"};
+  // ZeRO's shard files: one per rank that wrote the checkpoint, each listed
+  // under files with its size and checksum.
+  bool anySharded = false;
+  for (const ManifestParam &mp : out.params)
+    anySharded |= mp.sharded;
+  out.shards.clear();
+  if (anySharded) {
+    for (int64_t r = 0; r < out.ranks; ++r) {
+      std::string name = shardFileName(r, out.ranks);
+      std::string w = "files." + name + ".";
+      const json &f = object(files, name.c_str(), "files.");
+      ManifestShardFile sf;
+      sf.bytes = unsignedInt(f, "bytes", w);
+      sf.sha256 = string(f, "sha256", w, true);
+      if (!isSha256(sf.sha256))
+        throw Bad{"field '" + w + "sha256' is not 64 lowercase hex digits"};
+      out.shards.push_back(std::move(sf));
+    }
+  }
+  for (auto it = files.begin(); it != files.end(); ++it)
+    if (it.key() != kCheckpointTensors &&
+        !(anySharded && isShardFileName(it.key())))
+      throw Bad{"field 'files' lists '" + it.key() + "', which is not a file "
+                "of this checkpoint"};
+  if (anySharded && files.size() != size_t(out.ranks) + 1)
+    throw Bad{"field 'files' lists shard files of another number of ranks"};
 }
 
 } // namespace
@@ -173,13 +206,30 @@ bool parseCheckpointManifest(std::string_view text, CheckpointManifest &out,
   return false;
 }
 
+std::string shardFileName(int64_t r, int64_t ranks) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "shard-%05lld-of-%05lld.safetensors",
+                (long long)r, (long long)ranks);
+  return buf;
+}
+
+bool isShardFileName(const std::string &name) {
+  long long r = -1, n = -1;
+  int used = 0;
+  if (std::sscanf(name.c_str(), "shard-%5lld-of-%5lld.safetensors%n", &r, &n, &used) != 2 ||
+      used != (int)name.size() || r < 0 || n < 1 || r >= n)
+    return false;
+  return shardFileName(r, n) == name;
+}
+
 std::string writeCheckpointManifest(const CheckpointManifest &m) {
   json params = json::array();
-  for (const ManifestParam &p : m.params)
-    params.push_back({{"name", p.name},
-                      {"role", p.role},
-                      {"dtype", p.dtype},
-                      {"shape", p.shape}});
+  for (const ManifestParam &p : m.params) {
+    json e = {{"name", p.name}, {"role", p.role}, {"dtype", p.dtype}, {"shape", p.shape}};
+    if (p.sharded)
+      e["sharded"] = true;
+    params.push_back(std::move(e));
+  }
   json j = {
       {"format", "kiln-checkpoint"},
       {"version", 1},
@@ -197,6 +247,9 @@ std::string writeCheckpointManifest(const CheckpointManifest &m) {
       {"files",
        {{kCheckpointTensors,
          {{"bytes", m.tensorsBytes}, {"sha256", m.tensorsSha256}}}}}};
+  for (size_t r = 0; r < m.shards.size(); ++r)
+    j["files"][shardFileName((int64_t)r, (int64_t)m.shards.size())] = {
+        {"bytes", m.shards[r].bytes}, {"sha256", m.shards[r].sha256}};
   if (m.lossScale > 0)
     j["loss_scale"] = {{"scale", m.lossScale},
                        {"growth_tracker", m.growthTracker},

@@ -24,8 +24,24 @@ inline constexpr const char *kCheckpointManifest = "manifest.json";
 
 struct ManifestParam {
   std::string name, role, dtype;
+  /// The whole tensor's shape, also for a sharded one.
   std::vector<int64_t> shape;
+  /// ZeRO: split over the ranks that wrote the checkpoint; shard file r
+  /// holds block r (the flattened tensor zero-padded to a multiple of the
+  /// ranks, cut into equal blocks), tensors.safetensors none of it.
+  bool sharded = false;
 };
+
+/// One rank's shard file: "shard-<r>-of-<R>.safetensors".
+struct ManifestShardFile {
+  uint64_t bytes = 0;
+  std::string sha256;
+};
+
+/// The name of rank `r`'s shard file of `ranks`.
+std::string shardFileName(int64_t r, int64_t ranks);
+/// Whether `name` has a shard file's form.
+bool isShardFileName(const std::string &name);
 
 struct CheckpointManifest {
   /// Where the run is: `step` steps done, at `position` of epoch `epoch`.
@@ -44,6 +60,8 @@ struct CheckpointManifest {
   /// Size and SHA-256 of tensors.safetensors.
   uint64_t tensorsBytes = 0;
   std::string tensorsSha256;
+  /// ZeRO: one shard file per rank that wrote it (empty: none).
+  std::vector<ManifestShardFile> shards;
 };
 
 /// Parses `text`; false with `why` (e.g. "field 'step' is not an integer",

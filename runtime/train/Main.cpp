@@ -525,13 +525,23 @@ int runTraining(int argc, char **argv) {
     }
     return whole;
   };
+  // ZeRO checkpoints: every rank writes its shard file (CheckpointRanks).
+  CheckpointRanks ckRanks;
+  ckRanks.rank = rank;
+  ckRanks.ranks = world.size();
+  ckRanks.allGather = [&](const std::string &mine) {
+    std::vector<char> all(mine.size() * (size_t)world.size());
+    world.allGather(mine.data(), all.data(), mine.size(), rt::DType::U8).wait();
+    std::vector<std::string> out;
+    for (int r = 0; r < world.size(); ++r)
+      out.emplace_back(all.data() + (size_t)r * mine.size(), mine.size());
+    return out;
+  };
   auto saveCheckpoint = [&](int64_t step) {
-    // Rank 0 writes the whole tensors.
-    std::map<std::string, rt::HostTensor> whole = gatherSharded();
-    if (!lead)
-      return; // the rest is replicated: rank 0 writes it
+    if (config.sharded.empty() && !lead)
+      return; // every parameter is replicated: rank 0 writes them
     std::string path = store->save(*program, config, positionAfter(step),
-                                   config.sharded.empty() ? nullptr : &whole);
+                                   config.sharded.empty() ? nullptr : &ckRanks);
     log.message("checkpoint: " + path);
   };
 

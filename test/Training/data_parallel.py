@@ -477,7 +477,8 @@ def main():
         "--mesh dp=N with N > 1"),
         "--grad-compression without a mesh is refused", r.stderr)
 
-    # ZeRO-1 checkpoints hold whole tensors (the ranks' blocks gathered): a
+    # ZeRO-1 checkpoints: each rank writes its blocks of the sharded
+    # optimizer state (its shard file), rank 0 the rest and the manifest. A
     # dp=2 --zero 1 checkpoint resumes on 1 rank, on dp=4 with ZeRO-1, and a
     # 1-rank checkpoint on dp=2 with ZeRO-1, each with the uninterrupted
     # losses.
@@ -511,19 +512,52 @@ def main():
               "a dp=2 ZeRO-1 checkpoint on dp=4 ZeRO-1"),
              (z2, 2, ck1, "a 1-rank checkpoint on dp=2 ZeRO-1")), "z1")
 
-    # ZeRO-3 checkpoints hold whole parameters too: a dp=4 --zero 3
-    # checkpoint resumes on dp=2 with ZeRO-3 and on 1 rank, and a 1-rank
-    # checkpoint on dp=4 with ZeRO-3, each with the uninterrupted losses.
+    # ZeRO-3 checkpoints: the split parameters too, one shard file per
+    # rank. A dp=4 --zero 3 checkpoint resumes on dp=2 with ZeRO-3 and on 1
+    # rank (each rank reads the elements of its block from the shard files
+    # that hold them), and a 1-rank checkpoint on dp=4 with ZeRO-3, each with
+    # the uninterrupted losses.
     ck3 = os.path.join(w, "ck3")
     z4 = os.path.join(w, "mlp-4u.train")
     r = run(z4, 4, data + ["--steps", "8", "--seed", "7", "--log-every", "0",
                            "--checkpoint-dir", ck3])
     check(r.returncode == 0 and os.listdir(ck3) == ["step-00000008"],
           "dp=4 --zero 3 writes one checkpoint", r.stderr[-300:])
+    files = sorted(os.listdir(os.path.join(ck3, "step-00000008"))) if r.returncode == 0 else []
+    shard_files = ["shard-%05d-of-00004.safetensors" % i for i in range(4)]
+    sizes = [os.path.getsize(os.path.join(ck3, "step-00000008", f))
+             for f in shard_files if f in files]
+    check(files == ["manifest.json"] + shard_files + ["tensors.safetensors"]
+          and len(set(sizes)) == 1,
+          "a dp=4 ZeRO-3 checkpoint is one shard file per rank (each %s bytes) "
+          "beside the replicated tensors" % (sizes[:1] or "?"), str(files))
     resumes(((os.path.join(w, "mlp-2t.train"), 2, ck3,
               "a dp=4 ZeRO-3 checkpoint on dp=2 ZeRO-3"),
              (os.path.join(w, "mlp-1.train"), 1, ck3, "a dp=4 ZeRO-3 checkpoint on 1 rank"),
              (z4, 4, ck1, "a 1-rank checkpoint on dp=4 ZeRO-3")), "z3")
+
+    # A corrupt shard: the newest checkpoint is refused, naming the file, and
+    # the job resumes from the previous good one with the uninterrupted
+    # losses.
+    ckc = os.path.join(w, "ck3c")
+    r = run(z4, 4, data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                           "--checkpoint-dir", ckc, "--checkpoint-every", "4"])
+    bad = os.path.join(ckc, "step-00000008", "shard-00002-of-00004.safetensors")
+    if r.returncode == 0 and os.path.exists(bad):
+        with open(bad, "r+b") as f:
+            f.seek(os.path.getsize(bad) - 8)
+            f.write(b"\xff" * 8)
+    met = os.path.join(w, "resumed-corrupt.jsonl")
+    r = run(os.path.join(w, "mlp-2t.train"), 2,
+            data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                    "--checkpoint-dir", ckc, "--metrics", met])
+    ok, why = (close_losses(ref_l[4:], losses(met)) if r.returncode == 0
+               else (False, r.stderr[-300:]))
+    named = ("step-00000008: shard-00002-of-00004.safetensors checksum mismatch; "
+             "using %s" % os.path.join(ckc, "step-00000004")) in r.stdout + r.stderr
+    check(ok and named, "a corrupt shard file is named and its checkpoint skipped; "
+          "the job resumes from the previous one with the uninterrupted losses (%s)" % why,
+          (r.stdout + r.stderr)[-400:])
 
     # A loss inside the model (mlp_ce: SoftmaxCrossEntropyLoss with
     # ignore_index, a mean over the valid labels, which per-rank means
