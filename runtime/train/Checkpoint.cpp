@@ -275,6 +275,9 @@ std::string CheckpointStore::save(const rt::Program &program,
   if (sharded && (!ranks || nranks != config.dp))
     fail("checkpoint: the sharded (ZeRO) parameters need every rank to write "
          "its shard");
+  const bool rankState = ranks && !ranks->rankState.empty();
+  // Shard files: ZeRO's blocks and each rank's own state.
+  const bool perRank = sharded || rankState;
   const bool lead = rank == 0;
   std::string finalPath = pathFor(pos.step);
   // Every rank writes into rank 0's temporary directory.
@@ -299,7 +302,7 @@ std::string CheckpointStore::save(const rt::Program &program,
     if (::mkdir(tmp.c_str(), 0755) != 0)
       bail("cannot create " + tmp + ": " + lastError());
   }
-  if (sharded) {
+  if (perRank) {
     // Rank 0's directory, to every rank (the gather is also the barrier
     // after its creation). A failure above ended the job.
     std::string name = tmp;
@@ -310,8 +313,8 @@ std::string CheckpointStore::save(const rt::Program &program,
   std::vector<std::string> names = program.paramNames();
   std::string err;
   CheckpointManifest manifest;
-  // This rank's shard: its blocks of the sharded parameters.
-  if (sharded) {
+  // This rank's shard: its blocks of the sharded parameters, its state.
+  if (perRank) {
     std::vector<rt::HostTensor> blocks;
     std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
     blocks.reserve(names.size());
@@ -323,6 +326,11 @@ std::string CheckpointStore::save(const rt::Program &program,
         bail(err);
       tensors.emplace_back(n, &blocks.back());
     }
+    std::vector<std::string> stateNames;
+    for (const auto &[n, t] : ranks->rankState)
+      stateNames.push_back(kRankStatePrefix + n);
+    for (size_t i = 0; i < stateNames.size(); ++i)
+      tensors.emplace_back(stateNames[i], &ranks->rankState[i].second);
     std::string shard = tmp + "/" + shardFileName(rank, nranks);
     ManifestShardFile mine;
     std::string record;
@@ -389,6 +397,7 @@ std::string CheckpointStore::save(const rt::Program &program,
   // replicates every parameter, so any number of ranks resumes it.
   manifest.ranks = config.dp;
   manifest.batchSize = config.batchSize * config.dp;
+  manifest.rankState = rankState;
   if (!writeFileSynced(tmp + "/" + kManifest, writeCheckpointManifest(manifest),
                        err))
     bail(err);
@@ -428,7 +437,8 @@ std::string CheckpointStore::save(const rt::Program &program,
 bool CheckpointStore::resume(
     rt::Program &program, const Config &config, TrainPosition &pos,
     std::string &loadedPath,
-    const std::function<void(const std::string &)> &note, int rank) const {
+    const std::function<void(const std::string &)> &note, int rank, int ranks,
+    std::vector<std::pair<std::string, rt::HostTensor>> *rankState) const {
   auto candidates = listCheckpoints(dir_);
   if (candidates.empty())
     return false;
@@ -443,6 +453,7 @@ bool CheckpointStore::resume(
     // parameters' whole shapes.
     std::vector<std::vector<std::pair<std::string, rt::HostTensor>>> shards;
     std::map<std::string, std::vector<int64_t>> shardParams;
+    bool rankStateIn = false;
     do {
       CheckpointManifest m;
       if (!readManifest(path, m, why))
@@ -477,6 +488,7 @@ bool CheckpointStore::resume(
                  "): it was written by another compilation of the model "
                  "(optimizer, --freeze)");
       }
+      rankStateIn = m.rankState;
       p.step = m.step;
       p.epoch = m.epoch;
       p.position = m.position;
@@ -540,8 +552,11 @@ bool CheckpointStore::resume(
           why = err;
           break;
         }
-        if (shards[r].size() != shardParams.size())
-          why = file + " holds " + std::to_string(shards[r].size()) +
+        size_t nblocks = 0;
+        for (const auto &kv : shards[r])
+          nblocks += kv.first.rfind(kRankStatePrefix, 0) != 0;
+        if (nblocks != shardParams.size())
+          why = file + " holds " + std::to_string(nblocks) +
                 " blocks, the manifest shards " +
                 std::to_string(shardParams.size()) + " parameters";
       }
@@ -626,6 +641,21 @@ bool CheckpointStore::resume(
       }
       if (!ok)
         fail("--resume: checkpoint " + path + ": " + err);
+    }
+    // This rank's own state, when as many ranks wrote it.
+    if (rankState) {
+      rankState->clear();
+      if (rankStateIn && (int)shards.size() == ranks) {
+        for (auto &kv : shards[rank])
+          if (kv.first.rfind(kRankStatePrefix, 0) == 0)
+            rankState->emplace_back(kv.first.substr(std::string(kRankStatePrefix).size()),
+                                    std::move(kv.second));
+      } else if (rankStateIn) {
+        note("checkpoint " + path + ": its per-rank state (the gradient "
+             "compression's error-feedback residuals) was written by " +
+             std::to_string(shards.size()) + " ranks; this run has " +
+             std::to_string(ranks) + ", which start it at zero");
+      }
     }
     for (const auto &[dpath, dwhy] : damaged)
       note("checkpoint " + dpath + ": " + dwhy + "; using " + path);

@@ -62,7 +62,14 @@ struct TrainPosition {
 struct CheckpointRanks {
   int rank = 0, ranks = 1;
   std::function<std::vector<std::string>(const std::string &mine)> allGather;
+  /// This rank's own state to keep (the gradient compression's residuals),
+  /// by name; saved in its shard file as "rank_state/<name>". Every rank
+  /// has some or none.
+  std::vector<std::pair<std::string, rt::HostTensor>> rankState;
 };
+
+/// The prefix of per-rank state tensors in a shard file.
+inline constexpr const char *kRankStatePrefix = "rank_state/";
 
 class CheckpointStore {
 public:
@@ -90,10 +97,15 @@ public:
   /// A parameter config.sharded names gets block `rank` of the whole
   /// tensor, whatever mesh wrote it: read from the whole tensor, or
   /// assembled from the shard files that hold its elements.
+  /// `rankState` (if given) receives this rank's per-rank state when the
+  /// checkpoint was written by as many ranks (else `note` says it was
+  /// dropped).
   bool resume(rt::Program &program, const Config &config, TrainPosition &pos,
               std::string &loadedPath,
               const std::function<void(const std::string &)> &note,
-              int rank = 0) const;
+              int rank = 0, int ranks = 1,
+              std::vector<std::pair<std::string, rt::HostTensor>> *rankState =
+                  nullptr) const;
 
   const std::string &dir() const { return dir_; }
   /// "DIR/step-00000100"

@@ -163,6 +163,13 @@ void parse(const json &m, CheckpointManifest &out) {
   bool anySharded = false;
   for (const ManifestParam &mp : out.params)
     anySharded |= mp.sharded;
+  out.rankState = false;
+  if (auto rs = m.find("rank_state"); rs != m.end()) {
+    if (!rs->is_boolean())
+      throw Bad{"field 'rank_state' is not a boolean"};
+    out.rankState = rs->get<bool>();
+  }
+  anySharded |= out.rankState; // shard files hold it
   out.shards.clear();
   if (anySharded) {
     for (int64_t r = 0; r < out.ranks; ++r) {
@@ -247,6 +254,8 @@ std::string writeCheckpointManifest(const CheckpointManifest &m) {
       {"files",
        {{kCheckpointTensors,
          {{"bytes", m.tensorsBytes}, {"sha256", m.tensorsSha256}}}}}};
+  if (m.rankState)
+    j["rank_state"] = true;
   for (size_t r = 0; r < m.shards.size(); ++r)
     j["files"][shardFileName((int64_t)r, (int64_t)m.shards.size())] = {
         {"bytes", m.shards[r].bytes}, {"sha256", m.shards[r].sha256}};

@@ -60,7 +60,12 @@ struct CheckpointManifest {
   /// Size and SHA-256 of tensors.safetensors.
   uint64_t tensorsBytes = 0;
   std::string tensorsSha256;
-  /// ZeRO: one shard file per rank that wrote it (empty: none).
+  /// Per-rank state beyond the parameters (the gradient compression's
+  /// error-feedback residuals), in each rank's shard file under
+  /// "rank_state/...".
+  bool rankState = false;
+  /// ZeRO or per-rank state: one shard file per rank that wrote it (empty:
+  /// none).
   std::vector<ManifestShardFile> shards;
 };
 

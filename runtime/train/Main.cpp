@@ -401,12 +401,26 @@ int runTraining(int argc, char **argv) {
   std::string resumedFrom;
   if (opt.resume) {
     TrainPosition got;
+    std::vector<std::pair<std::string, rt::HostTensor>> rankState;
     bool found = store->resume(*program, config, got, resumedFrom,
                                [lead](const std::string &line) {
                                  if (lead)
                                    std::fprintf(stderr, "%s\n", line.c_str());
                                },
-                               rank);
+                               rank, world.size(), &rankState);
+    if (found && !rankState.empty()) {
+      std::vector<std::pair<std::string, std::vector<float>>> residuals;
+      for (auto &[name, t] : rankState) {
+        if (t.dtype() != rt::DType::F32 || t.shape().size() != 1)
+          fail("--resume: " + resumedFrom + ": per-rank state '" + name +
+               "' is " + t.desc().str() + ", not f32[n]");
+        residuals.emplace_back(name, std::vector<float>(t.as<float>(),
+                                                        t.as<float>() + t.desc().numel()));
+      }
+      std::string why;
+      if (!collectives.restoreResiduals(residuals, why))
+        fail("--resume: " + resumedFrom + ": " + why);
+    }
     if (found) {
       if (opt.seedGiven && got.seed != opt.seed)
         fail("--resume: " + resumedFrom + " was made with --seed " +
@@ -538,10 +552,19 @@ int runTraining(int argc, char **argv) {
     return out;
   };
   auto saveCheckpoint = [&](int64_t step) {
-    if (config.sharded.empty() && !lead)
+    // Each rank's own state: the compressed all-reduces' error feedback.
+    ckRanks.rankState.clear();
+    for (auto &[name, values] : collectives.residualState()) {
+      rt::HostTensor t(rt::TensorDesc{rt::DType::F32, {(int64_t)values.size()}});
+      if (!values.empty())
+        std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+      ckRanks.rankState.emplace_back(name, std::move(t));
+    }
+    bool perRank = !config.sharded.empty() || !ckRanks.rankState.empty();
+    if (!perRank && !lead)
       return; // every parameter is replicated: rank 0 writes them
     std::string path = store->save(*program, config, positionAfter(step),
-                                   config.sharded.empty() ? nullptr : &ckRanks);
+                                   perRank ? &ckRanks : nullptr);
     log.message("checkpoint: " + path);
   };
 

@@ -457,6 +457,26 @@ def main():
             continue
         sent[wire] = float(line[0].split()[1])
         final[wire] = losses(met)[-1]
+    # The error-feedback residuals are each rank's state: a checkpoint keeps
+    # them (in the ranks' shard files), so an int8 run resumed at step 8
+    # logs the uninterrupted run's losses exactly.
+    exe8 = os.path.join(w, "gpt-int8.train")
+    ref = os.path.join(w, "gpt-int8-16.jsonl")
+    cki = os.path.join(w, "ck-int8")
+    res = os.path.join(w, "gpt-int8-resumed.jsonl")
+    r1 = run(exe8, 2, gpt_data + ["--steps", "16", "--seed", "7", "--log-every", "0",
+                                  "--metrics", ref])
+    r2 = run(exe8, 2, gpt_data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                                  "--checkpoint-dir", cki, "--metrics", res])
+    r3 = run(exe8, 2, gpt_data + ["--steps", "16", "--seed", "7", "--log-every", "0",
+                                  "--checkpoint-dir", cki, "--resume", "--metrics", res])
+    ok = r1.returncode == 0 and r2.returncode == 0 and r3.returncode == 0
+    same = ok and losses(ref) == losses(res) and len(losses(res)) == 16
+    files = sorted(os.listdir(os.path.join(cki, "step-00000008"))) if ok else []
+    check(same and "shard-00001-of-00002.safetensors" in files,
+          "gpt dp=2 int8: a run resumed at step 8 (its error-feedback residuals in the "
+          "ranks' shard files) logs the uninterrupted run's 16 losses exactly",
+          (r1.stderr + r2.stderr + r3.stderr)[-400:] + str(files))
     if len(sent) == 3:
         rel = abs(final["int8"] - final["none"]) / final["none"]
         check(rel <= 0.02, "gpt dp=2 int8 + error feedback: loss after 200 steps %.4f, "

@@ -50,10 +50,17 @@ public:
   /// Drops every residual (a restart from a checkpoint).
   void reset() { residuals_.clear(); }
 
-private:
   struct Residual {
     std::vector<float> local, owned; // phase 1 (padded), phase 2 (a chunk)
   };
+  /// The error-feedback residuals, by bucket: this rank's state, which a
+  /// checkpoint keeps so that a resumed run continues exactly.
+  const std::map<int, Residual> &residuals() const { return residuals_; }
+  /// Sets bucket `bucket`'s residuals (a resume); its next all-reduce must
+  /// have the sizes they imply.
+  void restore(int bucket, Residual r) { residuals_[bucket] = std::move(r); }
+
+private:
   Residual &residual(int bucket, size_t local, size_t owned);
 
   Communicator &comm_;

@@ -14,7 +14,9 @@
 #include "kiln/runtime/Collectives.h"
 #include "kiln/runtime/Trace.h"
 
+#include <cstdlib>
 #include <map>
+#include <tuple>
 #include <memory>
 
 namespace kiln::comm {
@@ -72,6 +74,55 @@ public:
     auto t1 = Clock::now();
     note("all_reduce (" + compression + ")", axis, count, rt::DType::F32, t0, t1);
     waited("all_reduce (" + compression + ")", t0, t1);
+  }
+
+  /// This rank's error-feedback residuals of every compressed all-reduce,
+  /// named "<axis>/<compression>/<bucket>/local" and ".../owned" (empty
+  /// without compression): per-rank state for checkpoints.
+  std::vector<std::pair<std::string, std::vector<float>>> residualState() const {
+    std::vector<std::pair<std::string, std::vector<float>>> out;
+    for (const auto &[key, reducer] : reducers_)
+      for (const auto &[bucket, r] : reducer->residuals()) {
+        std::string base = key.first + "/" + key.second + "/" + std::to_string(bucket);
+        out.emplace_back(base + "/local", r.local);
+        out.emplace_back(base + "/owned", r.owned);
+      }
+    return out;
+  }
+  /// Restores what residualState() returned; false with `why` for a name it
+  /// did not write or an axis this run lacks.
+  bool restoreResiduals(const std::vector<std::pair<std::string, std::vector<float>>> &state,
+                        std::string &why) {
+    std::map<std::tuple<std::string, std::string, int>, CompressedAllReducer::Residual> got;
+    for (const auto &[name, values] : state) {
+      size_t a = name.find('/'), b = name.find('/', a + 1), c = name.find('/', b + 1);
+      Compression kind;
+      if (a == std::string::npos || b == std::string::npos || c == std::string::npos ||
+          !axes_.count(name.substr(0, a)) ||
+          !parseCompression(name.substr(a + 1, b - a - 1), kind)) {
+        why = "'" + name + "' is not a residual of this run's mesh";
+        return false;
+      }
+      char *end = nullptr;
+      std::string num = name.substr(b + 1, c - b - 1), part = name.substr(c + 1);
+      long bucket = std::strtol(num.c_str(), &end, 10);
+      if (num.empty() || *end || bucket < 0 || (part != "local" && part != "owned")) {
+        why = "'" + name + "' is not a residual name";
+        return false;
+      }
+      auto &r = got[{name.substr(0, a), name.substr(a + 1, b - a - 1), (int)bucket}];
+      (part == "local" ? r.local : r.owned) = values;
+    }
+    for (auto &[key, r] : got) {
+      const auto &[axis, compression, bucket] = key;
+      auto &slot = reducers_[{axis, compression}];
+      Compression kind;
+      parseCompression(compression, kind);
+      if (!slot)
+        slot = std::make_unique<CompressedAllReducer>(get(axis), kind);
+      slot->restore(bucket, std::move(r));
+    }
+    return true;
   }
 
   /// An uncompressed bucket goes to the communicator, which progresses it on
