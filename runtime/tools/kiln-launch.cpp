@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 //   kiln-launch [--max-restarts N] -- COMMAND [ARGS...]
+//   kiln-launch [--max-restarts N] --exe R=EXE... [--ranks-file F]
+//               [--min-ranks M] -- mpirun -np {ranks} {exe} ARGS...
 //
 // Runs COMMAND (typically `mpirun -np 4 model.train ... --checkpoint-dir
 // DIR`), and when it fails (a rank killed, a node gone, a collective timed
@@ -14,6 +16,16 @@
 // it took to get going again (from the failure to the restarted job's
 // "resumed from" line). SIGINT and SIGTERM go to the whole job and end it
 // without a restart.
+//
+// Fewer ranks (task migration): a plan is compiled for one mesh, so each
+// rank count the job may run on needs its executable, `--exe R=EXE` (one per
+// R, from `kiln-compile --mesh dp=R`); COMMAND then says `{ranks}` and
+// `{exe}` where they go. Before each attempt the ranks available are read
+// from --ranks-file (a number the scheduler or an operator keeps current;
+// without one, the largest R), and the job runs on the largest R given that
+// many; below --min-ranks (default: the smallest R) it gives up. Checkpoints
+// resume across meshes (docs/Distributed.md), so the job continues from the
+// newest one on the new mesh.
 //===----------------------------------------------------------------------===//
 #include <dirent.h>
 #include <signal.h>
@@ -26,6 +38,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -158,15 +172,60 @@ Attempt runOnce(const std::vector<std::string> &args) {
 void usage() {
   std::printf(
       "usage: kiln-launch [--max-restarts N] -- COMMAND [ARGS...]\n"
+      "       kiln-launch [--max-restarts N] --exe R=EXE... [--ranks-file F]\n"
+      "                   [--min-ranks M] -- mpirun -np {ranks} {exe} ARGS...\n"
       "  Runs COMMAND (e.g. mpirun -np 4 model.train ... --checkpoint-dir DIR)\n"
       "  and, when it fails, runs it again with --resume from the newest\n"
-      "  checkpoint in DIR, at most N times (default 3).\n");
+      "  checkpoint in DIR, at most N times (default 3). With --exe, each\n"
+      "  attempt runs on the largest R (the executable compiled for dp=R) the\n"
+      "  ranks available (--ranks-file: a number) allow, at least --min-ranks.\n");
+}
+
+long parseCount(const std::string &flag, const std::string &v, long lo, long hi) {
+  char *end = nullptr;
+  errno = 0;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || errno || *end || n < lo || n > hi)
+    die(flag + " needs an integer in [" + std::to_string(lo) + ", " +
+        std::to_string(hi) + "], got '" + v + "'");
+  return n;
+}
+
+/// The ranks available now: --ranks-file's number (-1 when it cannot be
+/// read, with `why`).
+long ranksAvailable(const std::string &file, std::string &why) {
+  std::ifstream in(file);
+  long n = -1;
+  if (!(in >> n) || n < 0) {
+    why = "--ranks-file " + file + " does not hold a number of ranks";
+    return -1;
+  }
+  return n;
+}
+
+/// COMMAND with {ranks} and {exe} filled in.
+std::vector<std::string> instantiate(const std::vector<std::string> &cmd,
+                                     long ranks, const std::string &exe) {
+  std::vector<std::string> out;
+  for (std::string a : cmd) {
+    for (const auto &[key, val] :
+         {std::pair<std::string, std::string>{"{ranks}", std::to_string(ranks)},
+          {"{exe}", exe}}) {
+      size_t at;
+      while ((at = a.find(key)) != std::string::npos)
+        a.replace(at, key.size(), val);
+    }
+    out.push_back(a);
+  }
+  return out;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  long maxRestarts = 3;
+  long maxRestarts = 3, minRanks = -1;
+  std::map<long, std::string> exes; // --exe R=EXE
+  std::string ranksFile;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -178,23 +237,57 @@ int main(int argc, char **argv) {
       usage();
       return 0;
     }
+    // --flag VALUE or --flag=VALUE.
+    auto value = [&](const char *flag, std::string &v) {
+      std::string f = flag;
+      if (a == f && i + 1 < argc) {
+        v = argv[++i];
+        return true;
+      }
+      if (a.rfind(f + "=", 0) == 0) {
+        v = a.substr(f.size() + 1);
+        return true;
+      }
+      return false;
+    };
     std::string v;
-    if (a == "--max-restarts" && i + 1 < argc)
-      v = argv[++i];
-    else if (a.rfind("--max-restarts=", 0) == 0)
-      v = a.substr(15);
-    else
+    if (value("--max-restarts", v)) {
+      maxRestarts = parseCount("--max-restarts", v, 0, 1000);
+    } else if (value("--min-ranks", v)) {
+      minRanks = parseCount("--min-ranks", v, 1, 1 << 20);
+    } else if (value("--ranks-file", v)) {
+      ranksFile = v;
+    } else if (value("--exe", v)) {
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq + 1 == v.size())
+        die("--exe needs R=EXE (the executable compiled for --mesh dp=R), got '" +
+            v + "'");
+      long r = parseCount("--exe's R", v.substr(0, eq), 1, 1 << 20);
+      if (!exes.emplace(r, v.substr(eq + 1)).second)
+        die("--exe names two executables for " + std::to_string(r) + " ranks");
+    } else {
       die("unknown argument '" + a + "' (usage: kiln-launch [--max-restarts N] "
           "-- COMMAND [ARGS...])");
-    char *end = nullptr;
-    errno = 0;
-    maxRestarts = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || errno || *end || maxRestarts < 0 || maxRestarts > 1000)
-      die("--max-restarts needs an integer in [0, 1000], got '" + v + "'");
+    }
   }
   if (i >= argc)
     die("no command: kiln-launch [--max-restarts N] -- COMMAND [ARGS...]");
   std::vector<std::string> cmd(argv + i, argv + argc);
+  bool placeholders = false;
+  for (const std::string &a : cmd)
+    placeholders |= a.find("{ranks}") != std::string::npos ||
+                    a.find("{exe}") != std::string::npos;
+  if (exes.empty() && (placeholders || minRanks > 0 || !ranksFile.empty()))
+    die("--min-ranks, --ranks-file and {ranks}/{exe} need the executables, one "
+        "per rank count: --exe R=EXE (kiln-compile --mesh dp=R)");
+  if (!exes.empty() && !placeholders)
+    die("with --exe, the command says where the rank count and the executable "
+        "go: ... mpirun -np {ranks} {exe} ...");
+  if (!exes.empty() && minRanks < 0)
+    minRanks = exes.begin()->first;
+  if (!exes.empty() && exes.rbegin()->first < minRanks)
+    die("--min-ranks " + std::to_string(minRanks) + " is above every --exe's "
+        "rank count");
 
   std::string dir;
   bool hasResume = false;
@@ -221,8 +314,38 @@ int main(int argc, char **argv) {
   long long lastFailureCheckpoint = -2; // none yet
   Clock::time_point failedAt{};
   std::vector<std::string> history;
+  // The largest mesh the ranks available allow (-1: none), and how many
+  // are available.
+  auto pickRanks = [&](long &avail) {
+    avail = exes.rbegin()->first;
+    std::string why;
+    if (!ranksFile.empty() && (avail = ranksAvailable(ranksFile, why)) < 0)
+      die(why);
+    long pick = -1;
+    for (const auto &[r, exe] : exes)
+      if (r <= avail && r >= minRanks)
+        pick = r;
+    return pick;
+  };
+  long ranks = exes.empty() ? -1 : exes.rbegin()->first;
   for (long restarts = 0;; ++restarts) {
     std::vector<std::string> args = cmd;
+    if (!exes.empty()) {
+      long avail;
+      long pick = pickRanks(avail);
+      if (pick < 0) {
+        say("only " + std::to_string(avail) + " ranks available, below "
+            "--min-ranks " + std::to_string(minRanks) + " (or no --exe for as few): "
+            "giving up");
+        return 1;
+      }
+      if (restarts > 0 && pick != ranks)
+        say("going on with " + std::to_string(pick) + " ranks (was " +
+            std::to_string(ranks) + "; " + std::to_string(avail) +
+            " available): " + exes[pick]);
+      ranks = pick;
+      args = instantiate(cmd, ranks, exes[ranks]);
+    }
     if (restarts > 0 && !hasResume && newestCheckpoint(dir) >= 0)
       args.push_back("--resume");
     Clock::time_point began = Clock::now();
@@ -248,8 +371,9 @@ int main(int argc, char **argv) {
     }
     failedAt = Clock::now();
     long long ck = newestCheckpoint(dir);
-    std::string what = "attempt " + std::to_string(restarts + 1) + " failed (" +
-                       describe(a.status) + ") after " +
+    std::string what = "attempt " + std::to_string(restarts + 1) +
+                       (ranks > 0 ? " (" + std::to_string(ranks) + " ranks)" : "") +
+                       " failed (" + describe(a.status) + ") after " +
                        seconds(failedAt - began);
     std::string from = ck >= 0 ? "the checkpoint at step " + std::to_string(ck)
                                : "the start (no checkpoint yet)";
@@ -259,7 +383,11 @@ int main(int argc, char **argv) {
           std::to_string(maxRestarts) + ")");
       return WIFEXITED(a.status) && WEXITSTATUS(a.status) ? WEXITSTATUS(a.status) : 1;
     }
-    if (ck == lastFailureCheckpoint) {
+    // A job on fewer ranks than the one that failed is a new situation (a
+    // node gone): it gets its restart even without a newer checkpoint.
+    long availNow = 0;
+    bool shrinks = !exes.empty() && pickRanks(availNow) != ranks;
+    if (ck == lastFailureCheckpoint && !shrinks) {
       say(what + "; no newer checkpoint since the previous failure, so a "
                  "restart would fail the same way: giving up");
       return WIFEXITED(a.status) && WEXITSTATUS(a.status) ? WEXITSTATUS(a.status) : 1;

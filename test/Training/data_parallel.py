@@ -668,6 +668,60 @@ def main():
           "restarts from its newest checkpoint and finishes with the uninterrupted "
           "losses and weights (%s)" % (delay, why),
           "\n".join(l for l in out.splitlines() if l.startswith("kiln-launch")) + err[-300:])
+    # Migration to fewer ranks: the job starts on dp=4 (--ranks-file says 4
+    # are available); after its first checkpoint a node is lost (the file
+    # says 2) and a rank is SIGKILLed; kiln-launch goes on with the dp=2
+    # executable from the newest checkpoint, and the job ends with the
+    # uninterrupted run's losses and weights.
+    four = os.path.join(w, "mlp-4.train")
+    avail = os.path.join(w, "ranks-available")
+    with open(avail, "w") as f:
+        f.write("4\n")
+    ckm = os.path.join(w, "ckmig")
+    mig = os.path.join(w, "migrated.jsonl")
+    job = subprocess.Popen([launch, "--exe", "4=" + four, "--exe", "2=" + two,
+                            "--ranks-file", avail, "--min-ranks", "2", "--",
+                            "mpirun", "--oversubscribe", "-np", "{ranks}", "{exe}"] +
+                           long_run + ["--checkpoint-dir", ckm, "--checkpoint-every", "100",
+                                       "--metrics", mig,
+                                       "--export-onnx", os.path.join(w, "migrated.onnx")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (
+            os.path.isdir(ckm) and any(e.startswith("step-") for e in os.listdir(ckm))):
+        time.sleep(0.02)
+    with open(avail, "w") as f:
+        f.write("2\n")
+    ranks = [r for m in children(job.pid) for r in children(m, os.path.basename(four))]
+    if ranks:
+        os.kill(int(ranks[-1]), 9)
+    out, err = job.communicate(timeout=300)
+    # Two meshes sum in two orders: every loss stays within 1e-4 relative
+    # (plus 1e-6 absolute: the MLP fits its data, and its last losses are
+    # ~1e-6) of the uninterrupted dp=2 run's.
+    got_m = by_step(mig) if os.path.exists(mig) else {}
+    worst_m = max([abs(got_m[k] - v) / (abs(v) + 1e-2) for k, v in whole_l.items()
+                   if k in got_m] or [1])
+    same = (job.returncode == 0 and len(got_m) == 2000 and
+            all(abs(got_m[k] - v) <= 1e-4 * abs(v) + 1e-6 for k, v in whole_l.items()
+                if k in got_m))
+    ok, why = (close_weights(weights(os.path.join(w, "whole.onnx")),
+                             weights(os.path.join(w, "migrated.onnx")))
+               if job.returncode == 0 else (False, err[-300:]))
+    check(bool(ranks) and "going on with 2 ranks (was 4; 2 available)" in out and same and ok,
+          "kiln-launch: a dp=4 job that loses a node goes on with the dp=2 executable from "
+          "its newest checkpoint and finishes with the uninterrupted losses (worst "
+          "|difference| / (|loss| + 0.01): %.1e) and weights (%s)" % (worst_m, why), "\n".join(l for l in out.splitlines() if l.startswith("kiln-launch")) +
+          err[-300:])
+    with open(avail, "w") as f:
+        f.write("1\n")
+    r = subprocess.run([launch, "--exe", "4=" + four, "--exe", "2=" + two, "--ranks-file",
+                        avail, "--min-ranks", "2", "--", "mpirun", "--oversubscribe", "-np",
+                        "{ranks}", "{exe}"] + data + ["--steps", "4", "--checkpoint-dir",
+                                                      os.path.join(w, "ckmin")],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    check(r.returncode == 1 and "only 1 ranks available, below --min-ranks 2" in r.stdout,
+          "kiln-launch gives up below --min-ranks", r.stdout[-300:] + r.stderr[-300:])
     r = subprocess.run([launch, "--", "mpirun", "--oversubscribe", "-np", "2", two,
                         "--data", "x=" + os.path.join(w, "missing.npy"), "--steps", "4",
                         "--checkpoint-dir", os.path.join(w, "ckm")],
