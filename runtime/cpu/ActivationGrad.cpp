@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // relu_grad, gelu_grad (exact and tanh) and dropout_grad: dx from dy and the
-// forward input (or dropout's mask), one parallel pass. f32 and f64.
+// forward input (or dropout's mask), one parallel pass. f32 and f64; relu_grad
+// and gelu_grad also f16/bf16, computed in float per element.
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
@@ -19,9 +20,31 @@ using namespace grad;
 // Pointwise
 //===----------------------------------------------------------------------===//
 
+/// A 16-bit pointwise gradient computed in float per element (mixed
+/// precision's relu_grad and gelu_grad), without staging.
+template <typename S, typename G>
+std::unique_ptr<Kernel> pointwise2Half(int64_t n, G g) {
+  return make([n, g](ExecContext &, const void *const *in, void *const *out) {
+    const S *dy = static_cast<const S *>(in[0]), *x = static_cast<const S *>(in[1]);
+    S *dx = static_cast<S *>(out[0]);
+    parallelRange(n, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        loops::store(dx, i, g(loops::load(dy, i), loops::load(x, i)));
+    });
+  });
+}
+
 template <typename G>
 std::unique_ptr<Kernel> pointwise2(const KernelSpec &spec, G g) {
   expectArity(spec, 2, 1);
+  if (spec.inputs[0] && is16BitFloat(spec.inputs[0]->dtype)) {
+    sameDesc(spec, spec.inputs[1], spec.inputs[0], "x");
+    sameDesc(spec, spec.outputs[0], spec.inputs[0], "the result");
+    int64_t n = spec.inputs[0]->numel();
+    if (spec.inputs[0]->dtype == DType::BF16)
+      return pointwise2Half<loops::BF16>(n, g);
+    return pointwise2Half<loops::F16>(n, g);
+  }
   need(spec, spec.inputs[0], "dy");
   sameDesc(spec, spec.inputs[1], spec.inputs[0], "x");
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the result");

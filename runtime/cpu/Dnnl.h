@@ -11,6 +11,8 @@
 #ifndef KILN_RUNTIME_CPU_DNNL_H
 #define KILN_RUNTIME_CPU_DNNL_H
 
+#include "Convert16.h"
+#include "Loops.h"
 #include "kiln/runtime/Kernel.h"
 #include "kiln/runtime/ShapeRules.h"
 
@@ -175,9 +177,7 @@ inline void widen16(bool isHalf, const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       dst[i] = halfToFloat(src[i]);
   } else {
-#pragma omp parallel for if (n > 32768) schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToFloat(src[i]);
+    loops::parallelRange(n, n, [&](int64_t b, int64_t e) { f32FromBf16(src, dst, b, e); });
   }
 }
 
@@ -188,9 +188,7 @@ inline void narrow16(bool isHalf, const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       dst[i] = floatToHalf(src[i]);
   } else {
-#pragma omp parallel for if (n > 32768) schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = floatToBf16(src[i]);
+    loops::parallelRange(n, n, [&](int64_t b, int64_t e) { bf16FromF32(src, dst, b, e); });
   }
 }
 

@@ -17,6 +17,7 @@
 // take i1; select and cast take every type (cast: see loops::castValue).
 //===----------------------------------------------------------------------===//
 #include "FastMath.h"
+#include "Convert16.h"
 #include "Kernels.h"
 #include "Loops.h"
 #include "kiln/runtime/ShapeRules.h"
@@ -311,6 +312,17 @@ public:
     if constexpr (std::is_same_v<From, To>) {
       if ((const void *)x != (void *)y)
         std::memcpy(y, x, (size_t)n_ * sizeof(To));
+      return;
+    } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BF16>) {
+      // Mixed precision's casts: vectorized (Convert16.h).
+      parallelRange(n_, n_, [&](int64_t b, int64_t e) {
+        bf16FromF32(x, reinterpret_cast<uint16_t *>(y), b, e);
+      });
+      return;
+    } else if constexpr (std::is_same_v<From, BF16> && std::is_same_v<To, float>) {
+      parallelRange(n_, n_, [&](int64_t b, int64_t e) {
+        f32FromBf16(reinterpret_cast<const uint16_t *>(x), y, b, e);
+      });
       return;
     }
     parallelRange(n_, n_, [&](int64_t b, int64_t e) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "Convert16.h"
 #include "kiln/runtime/ShapeRules.h"
 
 #include <cmath>
@@ -484,3 +485,32 @@ TEST(Elementwise, Malformed) {
 }
 
 } // namespace
+
+// The vectorized bf16 conversions (Convert16.h, which cast and the 16-bit
+// staging use) round exactly as DType.h's scalar floatToBf16: random bit
+// patterns (every class: normals, subnormals, infinities, NaNs), ties, and
+// the round trip.
+TEST(Elementwise, Bf16ConversionMatchesScalar) {
+  std::mt19937 rng(5);
+  std::vector<float> x(100003);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u = rng();
+    if (i % 7 == 0)
+      u = (u & 0xffff0000u) | 0x8000u; // a tie: rounds to even
+    std::memcpy(&x[i], &u, 4);
+  }
+  x[0] = INFINITY;
+  x[1] = -INFINITY;
+  x[2] = NAN;
+  x[3] = 3.4028235e38f; // rounds up to infinity
+  std::vector<uint16_t> y(x.size());
+  kiln::rt::cpu::bf16FromF32(x.data(), y.data(), 0, (int64_t)x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(y[i], floatToBf16(x[i])) << "element " << i;
+  std::vector<float> back(x.size());
+  kiln::rt::cpu::f32FromBf16(y.data(), back.data(), 0, (int64_t)x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    float want = bf16ToFloat(y[i]);
+    ASSERT_EQ(std::memcmp(&back[i], &want, 4), 0) << "element " << i;
+  }
+}
