@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -169,7 +171,18 @@ KILN_BROADCAST_RULE(NotOp)
 KILN_BROADCAST_RULE(LeakyReluOp)
 KILN_BROADCAST_RULE(EluOp)
 KILN_BROADCAST_RULE(GeluOp)
-KILN_BROADCAST_RULE(CastOp)
+ShardingRule CastOp::getShardingRule() {
+  ShardingRule r = kiln::detail::broadcastRule(getOperation());
+  // Widening a float: the sum of the widened partial results is the
+  // widened sum, to rounding (and no worse).
+  auto from = dyn_cast<FloatType>(getElementTypeOrSelf(getInput()));
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(getType()));
+  r.carriesReductions =
+      from && to && from != to &&
+      llvm::APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                       to.getFloatSemantics());
+  return r;
+}
 KILN_BROADCAST_RULE(AddOp)
 KILN_BROADCAST_RULE(SubOp)
 KILN_BROADCAST_RULE(MulOp)
@@ -305,13 +318,13 @@ ShardingRule TransposeOp::getShardingRule() {
   ArrayRef<int64_t> perm = getPerm();
   for (int64_t d = 0; d < (int64_t)out.size(); ++d)
     r.results[0][d] = r.operands[0][perm[d]] = r.add(out[d]);
-  r.movesElements = true;
+  r.carriesReductions = true;
   return r;
 }
 ShardingRule ReshapeOp::getShardingRule() {
   ShardingRule r = ShardingRule::allWhole(getOperation());
   kiln::detail::reshapeRule(dimsOf(getInput()), dimsOf(getResult()), r);
-  r.movesElements = true;
+  r.carriesReductions = true;
   return r;
 }
 

@@ -90,3 +90,33 @@ func.func @train_step(%x: tensor<8x3x2x2xf32> {onnx.name = "x"},
   %y, %rm, %rv = kiln.batch_norm_train %x, %s, %b, %m, %v {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32} : (tensor<8x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<8x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>)
   return %y, %rm : tensor<8x3x2x2xf32>, tensor<3xf32>
 }
+
+// -----
+
+// Mixed precision: a bf16 gradient's partial sums go through its widening
+// cast to f32 and are summed over the ranks in f32 (as PyTorch DDP sums
+// autocast's f32 gradients); a narrowing cast would round each rank's part,
+// so the reduction happens before it.
+// PART-LABEL: func.func @train_step
+// PART: %[[G:.*]] = kiln.matmul {{.*}}transpose_lhs = true{{.*}} -> tensor<4x6xbf16>
+// PART: %[[GF:.*]] = kiln.cast %[[G]] : tensor<4x6xbf16> -> tensor<4x6xf32>
+// PART: %[[AG:.*]] = shard.all_reduce %[[GF]] on @kiln_mesh grid_axes = [0] : tensor<4x6xf32>
+// PART: %[[H:.*]] = kiln.matmul {{.*}}transpose_lhs = true{{.*}} -> tensor<4x6xf32>
+// PART: %[[AH:.*]] = shard.all_reduce %[[H]] on @kiln_mesh grid_axes = [0] : tensor<4x6xf32>
+// PART: %[[HB:.*]] = kiln.cast %[[AH]] : tensor<4x6xf32> -> tensor<4x6xbf16>
+// PART: return %{{.*}}, %[[AG]], %[[HB]]
+func.func @train_step(%x: tensor<8x4xbf16> {onnx.name = "x"},
+                      %xf: tensor<8x4xf32> {onnx.name = "xf"},
+                      %w: tensor<4x6xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"})
+    -> (tensor<f32> {kiln.loss, onnx.name = "loss"}, tensor<4x6xf32> {kiln.grad_of = 2 : i64},
+        tensor<4x6xbf16>) {
+  %wl = kiln.cast %w : tensor<4x6xf32> -> tensor<4x6xbf16>
+  %y = kiln.matmul %x, %wl : (tensor<8x4xbf16>, tensor<4x6xbf16>) -> tensor<8x6xbf16>
+  %yf = kiln.cast %y : tensor<8x6xbf16> -> tensor<8x6xf32>
+  %s = kiln.reduce_mean %yf {axes = array<i64: 0, 1>, keepdims = false} : (tensor<8x6xf32>) -> tensor<f32>
+  %g = kiln.matmul %x, %y {transpose_lhs = true} : (tensor<8x4xbf16>, tensor<8x6xbf16>) -> tensor<4x6xbf16>
+  %gf = kiln.cast %g : tensor<4x6xbf16> -> tensor<4x6xf32>
+  %h = kiln.matmul %xf, %yf {transpose_lhs = true} : (tensor<8x4xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %hb = kiln.cast %h : tensor<4x6xf32> -> tensor<4x6xbf16>
+  return %s, %gf, %hb : tensor<f32>, tensor<4x6xf32>, tensor<4x6xbf16>
+}

@@ -64,10 +64,12 @@ struct ShardingFactor {
 struct ShardingRule {
   llvm::SmallVector<ShardingFactor> factors;
   llvm::SmallVector<llvm::SmallVector<int>> operands, results;
-  /// The op only moves elements of its one operand (reshape, transpose): a
-  /// reduction its operand still owes (a partial sum over ranks) can be
-  /// done on its result instead, so the partitioner may carry it through.
-  bool movesElements = false;
+  /// A reduction the op's one operand still owes (a partial sum over ranks)
+  /// can be done on its result instead, so the partitioner may carry it
+  /// through: the op only moves elements (reshape, transpose) or widens
+  /// their float type (a bf16 gradient cast to f32 is then summed over the
+  /// ranks in f32, as PyTorch DDP sums the f32 gradients of autocast).
+  bool carriesReductions = false;
 
   /// An empty rule for `op`: every dimension whole (no factor).
   static ShardingRule allWhole(mlir::Operation *op);

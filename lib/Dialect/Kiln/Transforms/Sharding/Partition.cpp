@@ -124,13 +124,13 @@ void Partitioner::settle(Location loc, Local &l) {
   l.pending.clear();
 }
 
-/// Whether every user of `v` moves elements only (so a reduction `v` owes
-/// can wait for them).
+/// Whether every user of `v` carries reductions (moves or widens elements
+/// only), so a reduction `v` owes can wait for them.
 bool Partitioner::onlyMovedOn(Value v) {
   return !v.use_empty() && llvm::all_of(v.getUsers(), [&](Operation *u) {
     auto it = rules.find(u);
     return it != rules.end() && u->getNumOperands() == 1 &&
-           it->second.movesElements;
+           it->second.carriesReductions;
   });
 }
 
@@ -161,7 +161,7 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
     if (it == locals.end())
       continue; // not a tensor: used as is
     if (!it->second.pending.empty()) {
-      if (rule->movesElements && op.getNumOperands() == 1)
+      if (rule->carriesReductions && op.getNumOperands() == 1)
         inherited = it->second.pending;
       else
         settle(op.getLoc(), it->second);
