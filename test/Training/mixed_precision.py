@@ -30,38 +30,19 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "Models"))
-import export_models as em  # noqa: E402
+sys.path.insert(0, HERE)
+import parity  # noqa: E402  (the models and data of the parity harness)
+
+make_data = parity.make_data
 
 LR = 1e-3
 BATCH = 8
 
 
 def build(name):
-    torch.manual_seed(0)
-    if name == "mlp":
-        return em.MLP(), (784,), 10, "f"
-    if name == "cnn":
-        model = em.CNN()
-        # A conv bias feeding BatchNorm has a gradient of exactly 0, which
-        # Adam turns into lr-sized steps of round-off sign (parity.py).
-        model.conv1.register_parameter("bias", None)
-        model.conv2.register_parameter("bias", None)
-        return model, (1, 28, 28), 10, "f"
-    if name == "gpt":
-        return em.GPT(dropout=0.0), (16,), 64, "i"
-    raise SystemExit("unknown model " + name)
-
-
-def make_data(shape, classes, kind, n, seed=1):
-    g = np.random.default_rng(seed)
-    if kind == "f":
-        x = g.standard_normal((n,) + shape).astype(np.float32)
-        y = g.integers(0, classes, size=(n,)).astype(np.int64)
-    else:
-        x = g.integers(0, classes, size=(n,) + shape).astype(np.int64)
-        y = g.integers(0, classes, size=(n,) + shape).astype(np.int64)
-    return x, y
+    """The parity harness's models (parity.py), as trained with Adam: the
+    CNN's convs without the bias BatchNorm cancels."""
+    return parity.build(name, "adam")
 
 
 def compile_and_train(args, work, onnx_path, in_name, tag, extra, steps):
@@ -130,7 +111,7 @@ def run_model(args, name):
     os.makedirs(work, exist_ok=True)
     model, shape, classes, kind = build(name)
     model.train()
-    x, y = make_data(shape, classes, kind, BATCH * args.steps)
+    x, y = make_data(shape, classes, kind, BATCH * args.steps, seed=1)
     np.save(os.path.join(work, "x.npy"), x)
     np.save(os.path.join(work, "y.npy"), y)
     in_name = "idx" if kind == "i" else "x"
