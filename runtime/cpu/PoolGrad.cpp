@@ -11,6 +11,7 @@
 #include "Dnnl.h"
 #include "GradUtil.h"
 #include "Kernels.h"
+#include "Widen16.h"
 #include "PoolWindow.h"
 #include "kiln/runtime/ShapeRules.h"
 
@@ -47,12 +48,14 @@ PoolG poolGeom(const KernelSpec &spec, const TensorDesc &x, const TensorDesc &y,
 class DnnlPoolGrad {
 public:
   /// Null when oneDNN does not compute `g` the way the direct loop does.
-  static std::unique_ptr<DnnlPoolGrad> create(const PoolG &g, bool isMax) {
+  static std::unique_ptr<DnnlPoolGrad>
+  create(const PoolG &g, bool isMax,
+         dnnl::memory::data_type dt = dnnl::memory::data_type::f32) {
     if (g.planes() == 0 || g.taps.emptyWindow ||
         (!isMax && g.includePad && g.anyCeilPad))
       return nullptr;
     try {
-      return std::unique_ptr<DnnlPoolGrad>(new DnnlPoolGrad(g, isMax));
+      return std::unique_ptr<DnnlPoolGrad>(new DnnlPoolGrad(g, isMax, dt));
     } catch (const dnnl::error &) {
       return nullptr; // the direct loop computes it
     }
@@ -72,7 +75,8 @@ public:
   }
 
 private:
-  DnnlPoolGrad(const PoolG &g, bool isMax) : isMax_(isMax) {
+  DnnlPoolGrad(const PoolG &g, bool isMax, dnnl::memory::data_type dt)
+      : isMax_(isMax) {
     using dnnl::memory;
     DnnlWindow w(g.w);
     const memory::dims &s = w.strides, &k = w.kernel, &d = w.holes,
@@ -82,7 +86,7 @@ private:
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
     dnnl::engine &eng = dnnlEngine();
-    memory::desc smd = plainF32(w.src), dmd = plainF32(w.dst);
+    memory::desc smd = plainF32(w.src, dt), dmd = plainF32(w.dst, dt);
     dnnl::pooling_v2_forward::primitive_desc fpd(
         dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training, alg,
                                        smd, dmd, s, k, d, pl, pr),
@@ -134,7 +138,39 @@ std::unique_ptr<Kernel> poolGradKernel(const KernelSpec &spec, const PoolG &g,
   return dnnlOrDirect(std::move(dnnl), std::move(direct));
 }
 
+std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec);
+std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec);
+
+/// The 16-bit cases: bf16 on oneDNN's bf16 pooling backward where the CPU
+/// has it and oneDNN computes the geometry as the direct loop does, else
+/// f32 staging (Widen16.h).
+std::unique_ptr<Kernel> poolGrad16(const KernelSpec &spec, bool isMax) {
+  expectArity(spec, isMax ? 2 : 1, 1);
+  bool bf16 = dnnlHasBf16();
+  for (const TensorDesc *d : {spec.inputs[0], spec.inputs.back(), spec.outputs[0]})
+    bf16 &= d && d->dtype == DType::BF16;
+  if (bf16) {
+    const TensorDesc &x = isMax ? *spec.inputs[1] : *spec.outputs[0];
+    PoolG pg = poolGeom(spec, x, *spec.inputs[0], !isMax);
+    if (std::shared_ptr<DnnlPoolGrad> dnnl =
+            DnnlPoolGrad::create(pg, isMax, dnnl::memory::data_type::bf16))
+      return make([dnnl](ExecContext &, const void *const *in, void *const *out) {
+        dnnl->run(in, out);
+      });
+  }
+  return widening16(isMax ? makeMaxPoolGrad : makeAvgPoolGrad)(spec);
+}
+
+bool any16(const KernelSpec &spec) {
+  for (const TensorDesc *d : spec.inputs)
+    if (d && is16BitFloat(d->dtype))
+      return true;
+  return spec.outputs.size() && spec.outputs[0] && is16BitFloat(spec.outputs[0]->dtype);
+}
+
 std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
+  if (any16(spec))
+    return poolGrad16(spec, true);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "dy");
   need(spec, spec.inputs[1], "x");
@@ -185,6 +221,8 @@ std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec) {
+  if (any16(spec))
+    return poolGrad16(spec, false);
   expectArity(spec, 1, 1);
   need(spec, spec.inputs[0], "dy");
   need(spec, spec.outputs[0], "the result");

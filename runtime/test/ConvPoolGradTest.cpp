@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -231,6 +232,48 @@ TEST(PoolGrad, DnnlMatchesDirect) {
                 1e-6)
           << "count_include_pad " << include;
     }
+  }
+}
+
+// bf16 (oneDNN's bf16 pooling backward where the CPU has it) and f16 (f32
+// staging) against f64 on the same 16-bit values: max pooling on distinct
+// values (no ties, so its gradient goes where f64's does), avg rounding
+// once.
+TEST(PoolGrad, SixteenBitMatchesF64) {
+  std::mt19937 rng(7);
+  for (int it = 0; it < 40; ++it) {
+    std::vector<int64_t> cp;
+    Geom g = randomPool(rng, 1 + it % 3, it % 2 == 1, cp);
+    json a = {{"kernel", g.w}, {"strides", g.strides}, {"dilations", g.dil},
+              {"padding", g.pads}};
+    DType t = it % 4 < 2 ? DType::BF16 : DType::F16;
+    auto r16 = [&](std::vector<double> v) {
+      for (double &x : v)
+        x = t == DType::BF16 ? bf16ToFloat(floatToBf16(float(x)))
+                             : halfToFloat(floatToHalf(float(x)));
+      return v;
+    };
+    // x: distinct values exact in both 16-bit types (k/64 for integers
+    // |k| <= 128, shuffled), so no window has a tie; beyond 256 elements
+    // the max is not compared.
+    std::vector<double> x(numelOf(g.x));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = (double(i % 256) - 128.0) / 64.0;
+    std::shuffle(x.begin(), x.end(), rng);
+    x = r16(x);
+    auto dy = r16(randomVals(rng, numelOf(g.y)));
+    SCOPED_TRACE(std::string(dtypeName(t)) + " case " + std::to_string(it) + ": " +
+                 a.dump() + " x " + json(g.x).dump());
+    if (numelOf(g.x) <= 256)
+      EXPECT_LT(relErr(runGrad("max_pool_grad", t, {g.y, g.x}, {dy, x}, g.x, a),
+                       runGrad("max_pool_grad", DType::F64, {g.y, g.x}, {dy, x}, g.x, a)),
+                1e-2);
+    json av = a;
+    av["count_include_pad"] = false;
+    av["ceil_pad"] = cp;
+    EXPECT_LT(relErr(runGrad("avg_pool_grad", t, {g.y}, {dy}, g.x, av),
+                     runGrad("avg_pool_grad", DType::F64, {g.y}, {dy}, g.x, av)),
+              1e-2);
   }
 }
 
