@@ -147,3 +147,30 @@ func.func @conv_dead_taps_negative_pad(%x: tensor<1x1x2xf32>, %w: tensor<1x1x4xf
   %0 = kiln.conv %x, %w {strides = array<i64: 1>, dilations = array<i64: 2>, padding = array<i64: 3, 2>, groups = 1 : i64} : (tensor<1x1x2xf32>, tensor<1x1x4xf32>) -> tensor<1x1x1xf32>
   return %0 : tensor<1x1x1xf32>
 }
+
+// -----
+
+// A transpose of an operand's last two dimensions becomes the matmul's
+// flag (also through a cast: the cast moves onto the untransposed weight);
+// a transpose of other dimensions stays.
+// CHECK-LABEL: func.func @matmul_transposes
+//  CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<16x8xf32>, %[[B:.*]]: tensor<2x8x4xf32>, %[[C:.*]]: tensor<4x2x8xf32>)
+//   CHECK-DAG: %[[WL:.*]] = kiln.cast %[[W]] : tensor<16x8xf32> -> tensor<16x8xbf16>
+//   CHECK-DAG: %[[M0:.*]] = kiln.matmul %[[X]], %[[W]] {transpose_rhs = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+//   CHECK-DAG: %[[M1:.*]] = kiln.matmul %{{.*}}, %[[WL]] {transpose_rhs = true} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+//   CHECK-DAG: kiln.matmul %[[B]], %[[X]] {transpose_lhs = true, transpose_rhs = true} : (tensor<2x8x4xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+//   CHECK-DAG: %[[T:.*]] = kiln.transpose %[[C]] {perm = array<i64: 1, 0, 2>}
+//   CHECK-DAG: kiln.matmul %[[T]], %[[X]] {transpose_rhs = true}
+func.func @matmul_transposes(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<4x2x8xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xbf16>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %wt = kiln.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %m0 = kiln.matmul %x, %wt : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %xl = kiln.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %wtl = kiln.cast %wt : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %m1 = kiln.matmul %xl, %wtl : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %bt = kiln.transpose %b {perm = array<i64: 0, 2, 1>} : (tensor<2x8x4xf32>) -> tensor<2x4x8xf32>
+  %m2 = kiln.matmul %bt, %x {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+  %ct = kiln.transpose %c {perm = array<i64: 1, 0, 2>} : (tensor<4x2x8xf32>) -> tensor<2x4x8xf32>
+  %m3 = kiln.matmul %ct, %x {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+  return %m0, %m1, %m2, %m3 : tensor<4x16xf32>, tensor<4x16xbf16>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}

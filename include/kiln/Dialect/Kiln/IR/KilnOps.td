@@ -208,6 +208,7 @@ def Kiln_MatmulOp : Kiln_InferOp<"matmul", [Kiln_Differentiable], ["getFlops"]> 
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs Kiln_FloatTensor:$result);
+  let hasCanonicalizer = 1;
 }
 
 def Kiln_ConvOp : Kiln_InferOp<"conv", [Kiln_Differentiable], ["getFlops"]> {
