@@ -2,8 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // relu_grad, gelu_grad (exact and tanh) and dropout_grad: dx from dy and the
-// forward input (or dropout's mask), one parallel pass. f32 and f64; relu_grad
-// and gelu_grad also f16/bf16, computed in float per element.
+// forward input (or dropout's mask), one parallel pass. f32 and f64, and
+// f16/bf16 computed in float per element (mixed precision's backward).
 //===----------------------------------------------------------------------===//
 #include "GradUtil.h"
 #include "Kernels.h"
@@ -86,15 +86,38 @@ std::unique_ptr<Kernel> makeGeluGrad(const KernelSpec &spec) {
   });
 }
 
+/// dropout_grad on f16/bf16: dy * scale in float, rounded once (what f32
+/// staging computes, without the staging).
+template <typename S>
+std::unique_ptr<Kernel> dropoutGradHalf(int64_t n, float scale) {
+  return make([n, scale](ExecContext &, const void *const *in, void *const *out) {
+    const S *dy = static_cast<const S *>(in[0]);
+    const uint8_t *m = static_cast<const uint8_t *>(in[1]);
+    S *dx = static_cast<S *>(out[0]);
+    parallelRange(n, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        loops::store(dx, i, m[i] ? loops::load(dy, i) * scale : 0.0f);
+    });
+  });
+}
+
 std::unique_ptr<Kernel> makeDropoutGrad(const KernelSpec &spec) {
   expectArity(spec, 2, 1);
-  need(spec, spec.inputs[0], "dy");
+  bool half = spec.inputs[0] && is16BitFloat(spec.inputs[0]->dtype);
+  if (!half)
+    need(spec, spec.inputs[0], "dy");
   if (!spec.inputs[1] || spec.inputs[1]->dtype != DType::Bool ||
       spec.inputs[1]->shape != spec.inputs[0]->shape)
     fail(spec, "mask must be i1 of dy's shape");
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the result");
   double ratio = spec.attrs.getFloat("ratio");
   int64_t n = spec.inputs[0]->numel();
+  if (half) {
+    float scale = ratio < 1 ? 1.0f / (1.0f - float(ratio)) : 0.0f;
+    if (spec.inputs[0]->dtype == DType::BF16)
+      return dropoutGradHalf<loops::BF16>(n, scale);
+    return dropoutGradHalf<loops::F16>(n, scale);
+  }
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
     T scale = ratio < 1 ? T(1) / (T(1) - T(ratio)) : T(0);

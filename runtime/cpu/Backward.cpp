@@ -27,14 +27,15 @@ void registerBackwardKernels(KernelRegistry &r) {
   registerOptimizerKernels(grads);
   // Written for f32 and f64; mixed precision (bf16, fp16) gives them 16-bit
   // operands, which they take through f32 staging. `copy` moves bytes of
-  // any type, `slice_grad` moves 16-bit values itself, relu_grad and
-  // gelu_grad compute them in float per element, the convolution and
+  // any type, `slice_grad` moves 16-bit values itself, relu_grad,
+  // gelu_grad and dropout_grad compute them in float per element, the convolution and
   // pooling gradients run bf16 on oneDNN (and stage the rest themselves).
   for (const std::string &name : grads.names()) {
     const KernelFactory &f = *grads.find(name);
     bool native16 = name == "copy" || name == "slice_grad" ||
                     name == "conv_input_grad" || name == "conv_weight_grad" ||
                     name == "relu_grad" || name == "gelu_grad" ||
+                    name == "dropout_grad" ||
                     name == "max_pool_grad" || name == "avg_pool_grad";
     r.add(name, native16 ? f : widening16(f));
   }

@@ -67,3 +67,29 @@ TEST(ActivationGrad, EveryFloatTypeMatchesDouble) {
         ASSERT_NEAR(v[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "at " << i;
     }
 }
+
+// dropout_grad in every float type: kept elements are dy / (1 - ratio)
+// rounded once, dropped ones 0.
+TEST(ActivationGrad, DropoutEveryFloatType) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-4.0, 4.0);
+  const int64_t n = 50001;
+  const double ratio = 0.25;
+  for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    std::vector<double> dy(n), mask(n);
+    for (int64_t i = 0; i < n; ++i) {
+      dy[i] = u(rng);
+      mask[i] = rng() % 4 != 0;
+    }
+    HostTensor dyT = makeTensor(t, {n}, dy), mT = makeTensor(DType::Bool, {n}, mask);
+    HostTensor got = run1(cpu::registerBackwardKernels, "dropout_grad", {&dyT, &mT},
+                          TensorDesc{t, {n}}, json{{"ratio", ratio}});
+    std::vector<double> v = valuesOf(got);
+    double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : t == DType::F16 ? 1e-3 : 8e-3;
+    SCOPED_TRACE(dtypeName(t));
+    for (int64_t i = 0; i < n; ++i) {
+      double want = mask[i] ? dy[i] / (1 - ratio) : 0.0;
+      ASSERT_NEAR(v[i], want, tol * std::max(1.0, std::fabs(want))) << "at " << i;
+    }
+  }
+}
