@@ -172,6 +172,9 @@ void parse(const json &m, CheckpointManifest &out) {
   anySharded |= out.rankState; // shard files hold it
   out.shards.clear();
   if (anySharded) {
+    if (out.ranks > (int64_t)files.size())
+      throw Bad{"field 'files' lists fewer shard files than the " +
+                std::to_string(out.ranks) + " ranks that wrote it"};
     for (int64_t r = 0; r < out.ranks; ++r) {
       std::string name = shardFileName(r, out.ranks);
       std::string w = "files." + name + ".";
@@ -184,13 +187,18 @@ void parse(const json &m, CheckpointManifest &out) {
       out.shards.push_back(std::move(sf));
     }
   }
-  for (auto it = files.begin(); it != files.end(); ++it)
-    if (it.key() != kCheckpointTensors &&
-        !(anySharded && isShardFileName(it.key())))
+  // Nothing else: the tensors and, with shards, rank r's file for each of
+  // the ranks that wrote it.
+  for (auto it = files.begin(); it != files.end(); ++it) {
+    long long r = -1, n = -1;
+    bool ours = it.key() == kCheckpointTensors ||
+                (anySharded && isShardFileName(it.key()) &&
+                 std::sscanf(it.key().c_str(), "shard-%lld-of-%lld", &r, &n) == 2 &&
+                 n == out.ranks && r < n);
+    if (!ours)
       throw Bad{"field 'files' lists '" + it.key() + "', which is not a file "
                 "of this checkpoint"};
-  if (anySharded && files.size() != size_t(out.ranks) + 1)
-    throw Bad{"field 'files' lists shard files of another number of ranks"};
+  }
 }
 
 } // namespace

@@ -137,3 +137,61 @@ TEST(CheckpointManifest, RefusesMissingAndMistypedFields) {
   EXPECT_FALSE(parseCheckpointManifest("", m, why));
   EXPECT_FALSE(parseCheckpointManifest(std::string(100000, '['), m, why));
 }
+
+// ZeRO shard files, per-rank state and the loss scale: written, read back,
+// and refused when they do not add up (a missing shard file, one the ranks
+// do not imply, a wrong type, more skipped steps than steps).
+TEST(CheckpointManifest, ShardsRankStateAndLossScale) {
+  CheckpointManifest a = sample();
+  a.ranks = 2;
+  a.params[1].sharded = true;
+  a.rankState = true;
+  a.shards = {{100, std::string(64, '1')}, {100, std::string(64, '2')}};
+  a.lossScale = 32768;
+  a.growthTracker = 5;
+  a.skipped = 3;
+  a.skippedInARow = 1;
+  CheckpointManifest b;
+  std::string why;
+  ASSERT_TRUE(parseCheckpointManifest(writeCheckpointManifest(a), b, why)) << why;
+  EXPECT_TRUE(b.params[1].sharded);
+  EXPECT_FALSE(b.params[0].sharded);
+  EXPECT_TRUE(b.rankState);
+  ASSERT_EQ(b.shards.size(), 2u);
+  EXPECT_EQ(b.shards[1].sha256, std::string(64, '2'));
+  EXPECT_EQ(b.lossScale, 32768);
+  EXPECT_EQ(b.growthTracker, 5);
+  EXPECT_EQ(b.skipped, 3);
+  EXPECT_EQ(b.skippedInARow, 1);
+
+  json good = json::parse(writeCheckpointManifest(a));
+  json j = good;
+  j["files"].erase("shard-00001-of-00002.safetensors");
+  EXPECT_EQ(refuse(j), "lacks field 'files.shard-00001-of-00002.safetensors'");
+  j = good;
+  j["files"]["shard-00002-of-00003.safetensors"] = j["files"]["shard-00000-of-00002.safetensors"];
+  EXPECT_EQ(refuse(j), "field 'files' lists 'shard-00002-of-00003.safetensors', "
+                       "which is not a file of this checkpoint");
+  j = good;
+  j["params"][1]["sharded"] = "yes";
+  EXPECT_EQ(refuse(j), "field 'params[1].sharded' is not a boolean");
+  j = good;
+  j["rank_state"] = 1;
+  EXPECT_EQ(refuse(j), "field 'rank_state' is not a boolean");
+  j = good;
+  j["loss_scale"]["scale"] = 0;
+  EXPECT_EQ(refuse(j), "field 'loss_scale.scale' is not a positive float32");
+  j = good;
+  j["loss_scale"]["skipped"] = 51; // more than the 50 steps
+  EXPECT_EQ(refuse(j), "field 'loss_scale' counts more skipped steps than steps");
+  // A checkpoint without shards lists no shard file.
+  j = json::parse(writeCheckpointManifest(sample()));
+  j["files"]["shard-00000-of-00001.safetensors"] = j["files"]["tensors.safetensors"];
+  EXPECT_EQ(refuse(j), "field 'files' lists 'shard-00000-of-00001.safetensors', "
+                       "which is not a file of this checkpoint");
+  EXPECT_EQ(shardFileName(3, 16), "shard-00003-of-00016.safetensors");
+  EXPECT_TRUE(isShardFileName("shard-00003-of-00016.safetensors"));
+  EXPECT_FALSE(isShardFileName("shard-00016-of-00016.safetensors"));
+  EXPECT_FALSE(isShardFileName("shard-3-of-16.safetensors"));
+  EXPECT_FALSE(isShardFileName("shard-00003-of-00016.safetensors.tmp"));
+}
