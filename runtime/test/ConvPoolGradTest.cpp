@@ -51,6 +51,14 @@ std::vector<double> randomVals(std::mt19937 &rng, int64_t n) {
   return v;
 }
 
+/// `v` rounded to the 16-bit float type `t` (and back to double).
+std::vector<double> round16(DType t, std::vector<double> v) {
+  for (double &x : v)
+    x = t == DType::BF16 ? bf16ToFloat(floatToBf16(float(x)))
+                         : halfToFloat(floatToHalf(float(x)));
+  return v;
+}
+
 /// Max |a - b| over max |b| (or 1 when b is all small).
 double relErr(const std::vector<double> &a, const std::vector<double> &b) {
   double m = 0, s = 1e-6;
@@ -127,12 +135,6 @@ TEST(ConvGrad, DnnlMatchesDirect) {
 // 16-bit result's rounding (2^-8 relative for bf16) bounds the difference.
 TEST(ConvGrad, SixteenBitMatchesF64) {
   std::mt19937 rng(99);
-  auto round16 = [](DType t, std::vector<double> v) {
-    for (double &x : v)
-      x = t == DType::BF16 ? bf16ToFloat(floatToBf16(float(x)))
-                           : halfToFloat(floatToHalf(float(x)));
-    return v;
-  };
   for (int it = 0; it < 24; ++it) {
     Geom g = randomConv(rng, 1 + it % 3);
     json a = convAttrs(g);
@@ -247,12 +249,6 @@ TEST(PoolGrad, SixteenBitMatchesF64) {
     json a = {{"kernel", g.w}, {"strides", g.strides}, {"dilations", g.dil},
               {"padding", g.pads}};
     DType t = it % 4 < 2 ? DType::BF16 : DType::F16;
-    auto r16 = [&](std::vector<double> v) {
-      for (double &x : v)
-        x = t == DType::BF16 ? bf16ToFloat(floatToBf16(float(x)))
-                             : halfToFloat(floatToHalf(float(x)));
-      return v;
-    };
     // x: distinct values exact in both 16-bit types (k/64 for integers
     // |k| <= 128, shuffled), so no window has a tie; beyond 256 elements
     // the max is not compared.
@@ -260,8 +256,8 @@ TEST(PoolGrad, SixteenBitMatchesF64) {
     for (size_t i = 0; i < x.size(); ++i)
       x[i] = (double(i % 256) - 128.0) / 64.0;
     std::shuffle(x.begin(), x.end(), rng);
-    x = r16(x);
-    auto dy = r16(randomVals(rng, numelOf(g.y)));
+    x = round16(t, x);
+    auto dy = round16(t, randomVals(rng, numelOf(g.y)));
     SCOPED_TRACE(std::string(dtypeName(t)) + " case " + std::to_string(it) + ": " +
                  a.dump() + " x " + json(g.x).dump());
     if (numelOf(g.x) <= 256)
