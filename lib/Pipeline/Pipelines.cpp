@@ -113,6 +113,32 @@ bool kiln::compileONNXToPlan(const std::string &path,
 // Training
 //===----------------------------------------------------------------------===//
 
+bool kiln::resolveLossScale(const TrainCompileOptions &opts,
+                            LossScaleChoice &out, std::string &err) {
+  // Dynamic by default for fp16, off otherwise.
+  std::string mode = opts.lossScale.empty()
+                         ? (opts.precision == "fp16" ? "dynamic" : "none")
+                         : opts.lossScale;
+  out = LossScaleChoice();
+  out.on = mode != "none";
+  out.dynamic = mode == "dynamic";
+  if (out.on && !out.dynamic) {
+    if (!llvm::to_float(mode, out.staticScale) || !(out.staticScale > 0) ||
+        !std::isfinite(out.staticScale) || out.staticScale > 3.0e38) {
+      err = "--loss-scale must be dynamic, none or a positive finite scale, "
+            "got '" + mode + "'";
+      return false;
+    }
+  }
+  if (!(opts.initScale > 0) || !std::isfinite(opts.initScale) ||
+      opts.initScale > 3.0e38) {
+    err = "--init-scale must be a positive float32 scale, got " +
+          std::to_string(opts.initScale);
+    return false;
+  }
+  return true;
+}
+
 bool kiln::compileONNXToTraining(const std::string &path,
                                  const TrainCompileOptions &opts,
                                  TrainCompileResult &result) {
@@ -218,28 +244,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
   double wd = opts.weightDecay >= 0
                   ? opts.weightDecay
                   : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
-  // Loss scaling: dynamic by default for fp16, off otherwise.
-  std::string lossScaleMode = opts.lossScale.empty()
-                                  ? (opts.precision == "fp16" ? "dynamic" : "none")
-                                  : opts.lossScale;
-  double staticScale = 0;
-  if (lossScaleMode != "dynamic" && lossScaleMode != "none") {
-    if (!llvm::to_float(lossScaleMode, staticScale) || !(staticScale > 0) ||
-        !std::isfinite(staticScale) || staticScale > 3.0e38)
-      return failWith("loss scale", "--loss-scale must be dynamic, none or a "
-                                    "positive float32 scale, got '" +
-                                        lossScaleMode + "'");
-  }
-  bool lossScaling = lossScaleMode != "none";
+  LossScaleChoice scaling;
+  std::string scaleErr;
+  if (!resolveLossScale(opts, scaling, scaleErr))
+    return failWith("loss scale", scaleErr);
+  bool lossScaling = scaling.on;
+  double staticScale = scaling.staticScale;
   if (lossScaling && !attachOptimizer)
     return failWith("loss scale", "--loss-scale needs an optimizer (it skips "
                                   "the update of a step with non-finite "
                                   "gradients)");
-  if (lossScaleMode == "dynamic" &&
-      (!(opts.initScale > 0) || !std::isfinite(opts.initScale) ||
-       opts.initScale > 3.0e38))
-    return failWith("loss scale", "--init-scale must be a positive float32 "
-                                  "scale");
   {
     PassManager pm(&ctx);
     KilnAutodiffPassOptions ao;

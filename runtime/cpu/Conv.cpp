@@ -12,13 +12,16 @@
 // output to and from them. Measured here (2 threads) that beats oneDNN's
 // plain-layout gemm convolution by 1.3-2x even counting the reorders, except
 // for pointwise (1x1, stride 1, unpadded) convolutions, a plain GEMM, which
-// run on the plain layouts (2x faster than blocked + reorders). f16/bf16
-// are staged through f32 scratch. f64 (and the rare transposed convolution
-// oneDNN cannot express) uses a direct loop that accumulates in double.
+// run on the plain layouts (2x faster than blocked + reorders). bf16 runs on
+// oneDNN's bf16 primitives where the CPU has them; f16, and bf16 elsewhere,
+// are staged through f32 scratch by widening16 (Widen16.h). f64 (and the
+// rare transposed convolution oneDNN cannot express) uses a direct loop that
+// accumulates in double.
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
 #include "Kernels.h"
 #include "ShapeCheck.h"
+#include "Widen16.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -297,23 +300,16 @@ bool dnnlCan(const ConvGeom &g) {
   return true;
 }
 
+/// f32, f64 and (where oneDNN has bf16 primitives) bf16; other 16-bit specs
+/// come through widening16 (makeConvOf).
 class ConvKernel : public Kernel {
 public:
   ConvKernel(const KernelSpec &spec, const ConvGeom &g)
-      : g_(g), type_(spec.inputs[0]->dtype), nx_(spec.inputs[0]->numel()),
-        nw_(spec.inputs[1]->numel()), ny_(spec.outputs[0]->numel()) {
+      : g_(g), type_(spec.inputs[0]->dtype), ny_(spec.outputs[0]->numel()) {
     if (ny_ == 0 || type_ == DType::F64)
       return;
-    native16_ = type_ == DType::BF16 && dnnlHasBf16() && dnnlCan(g_);
     if (dnnlCan(g_))
-      dnnl_ = std::make_unique<DnnlConv>(spec, g_, native16_
-                                                      ? memory::data_type::bf16
-                                                      : memory::data_type::f32);
-    if (is16BitFloat(type_) && !native16_) {
-      xs_.resize(nx_ * sizeof(float));
-      ws_.resize(nw_ * sizeof(float));
-      ys_.resize(ny_ * sizeof(float));
-    }
+      dnnl_ = std::make_unique<DnnlConv>(spec, g_, dnnlType(type_));
   }
 
   void run(ExecContext &, const void *const *in, void *const *out) override {
@@ -324,44 +320,41 @@ public:
                 static_cast<const double *>(in[1]), static_cast<double *>(out[0]));
       return;
     }
-    if (native16_) {
-      dnnl_->run(in[0], in[1], out[0]);
-      return;
-    }
-    const float *x = static_cast<const float *>(in[0]);
-    const float *w = static_cast<const float *>(in[1]);
-    float *y = static_cast<float *>(out[0]);
-    const bool half = type_ == DType::F16;
-    if (is16BitFloat(type_)) {
-      widen16(half, static_cast<const uint16_t *>(in[0]), xs_.as<float>(), nx_);
-      widen16(half, static_cast<const uint16_t *>(in[1]), ws_.as<float>(), nw_);
-      x = xs_.as<float>();
-      w = ws_.as<float>();
-      y = ys_.as<float>();
-    }
     if (dnnl_)
-      dnnl_->run(x, w, y);
+      dnnl_->run(in[0], in[1], out[0]);
     else
-      runDirect(g_, x, w, y);
-    if (is16BitFloat(type_))
-      narrow16(half, y, static_cast<uint16_t *>(out[0]), ny_);
+      runDirect(g_, static_cast<const float *>(in[0]),
+                static_cast<const float *>(in[1]), static_cast<float *>(out[0]));
   }
 
 private:
   ConvGeom g_;
   DType type_;
-  int64_t nx_, nw_, ny_;
+  int64_t ny_;
   std::unique_ptr<DnnlConv> dnnl_;
-  bool native16_ = false; // bf16 on oneDNN's bf16 primitive
-  Scratch xs_, ws_, ys_;
 };
 
+/// conv (or conv_transpose): bf16 on oneDNN's bf16 primitive where the CPU
+/// has it, f16 and other bf16 through f32 staging.
+std::unique_ptr<Kernel> makeConvOf(const KernelSpec &spec, bool transposed) {
+  ConvGeom g = checkConv(spec, transposed);
+  DType t = spec.inputs[0]->dtype;
+  bool native = !is16BitFloat(t) ||
+                (t == DType::BF16 && dnnlHasBf16() && dnnlCan(g)) ||
+                spec.outputs[0]->numel() == 0;
+  if (!native)
+    return widening16([transposed](const KernelSpec &s) {
+      return makeConvOf(s, transposed);
+    })(spec);
+  return std::make_unique<ConvKernel>(spec, g);
+}
+
 std::unique_ptr<Kernel> makeConv(const KernelSpec &spec) {
-  return std::make_unique<ConvKernel>(spec, checkConv(spec, false));
+  return makeConvOf(spec, false);
 }
 
 std::unique_ptr<Kernel> makeConvTranspose(const KernelSpec &spec) {
-  return std::make_unique<ConvKernel>(spec, checkConv(spec, true));
+  return makeConvOf(spec, true);
 }
 
 } // namespace

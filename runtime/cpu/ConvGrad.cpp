@@ -214,17 +214,9 @@ std::unique_ptr<Kernel> convGrad16(const KernelSpec &spec, bool weights) {
   return widening16(weights ? makeConvWeightGrad : makeConvInputGrad)(spec);
 }
 
-bool any16(const KernelSpec &spec) {
-  for (const TensorDesc *d : {spec.inputs.size() > 0 ? spec.inputs[0] : nullptr,
-                              spec.inputs.size() > 1 ? spec.inputs[1] : nullptr,
-                              spec.outputs.size() > 0 ? spec.outputs[0] : nullptr})
-    if (d && is16BitFloat(d->dtype))
-      return true;
-  return false;
-}
 
 std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
-  if (any16(spec))
+  if (has16BitFloat(spec))
     return convGrad16(spec, false);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "dy");
@@ -261,7 +253,7 @@ std::unique_ptr<Kernel> makeConvInputGrad(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeConvWeightGrad(const KernelSpec &spec) {
-  if (any16(spec))
+  if (has16BitFloat(spec))
     return convGrad16(spec, true);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "input");

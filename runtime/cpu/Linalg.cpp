@@ -8,8 +8,8 @@
 // oneDNN refuses the N-d problem, a 2-D primitive runs once per batch with
 // pointer offsets). bf16 runs on oneDNN's bf16 matmul (AVX-512 BF16 dot
 // products, f32 accumulation, the result rounded once) where the CPU has it;
-// f16, and bf16 elsewhere, are staged through f32 scratch (f32 accumulate);
-// f64 uses a row-blocked loop in double.
+// f16, and bf16 elsewhere, are staged through f32 scratch by widening16
+// (Widen16.h; f32 accumulate); f64 uses a row-blocked loop in double.
 //
 // Measured on this machine (AMD EPYC, AVX-512, 2 threads), 2048^3 f32 GEMM:
 // oneDNN 2.6 (brg:avx512_core) ~200 GFLOP/s, OpenBLAS 0.3.21 cblas_sgemm
@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dnnl.h"
 #include "Kernels.h"
+#include "Widen16.h"
 
 #include <algorithm>
 #include <cstring>
@@ -348,27 +349,6 @@ private:
   MatmulDnnl mm_;
 };
 
-/// f16 (and bf16 without a native bf16 matmul): widen both operands to f32 scratch, multiply, round back.
-class Matmul16Kernel : public Kernel {
-public:
-  Matmul16Kernel(const KernelSpec &spec, const MatmulShape &s)
-      : mm_(spec, s), half_(spec.inputs[0]->dtype == DType::F16),
-        nl_(spec.inputs[0]->numel()), nr_(spec.inputs[1]->numel()),
-        no_(spec.outputs[0]->numel()), a_(nl_ * 4), b_(nr_ * 4), c_(no_ * 4) {}
-  void run(ExecContext &, const void *const *in, void *const *out) override {
-    widen16(half_, static_cast<const uint16_t *>(in[0]), a_.as<float>(), nl_);
-    widen16(half_, static_cast<const uint16_t *>(in[1]), b_.as<float>(), nr_);
-    mm_.run(a_.as<float>(), b_.as<float>(), c_.as<float>());
-    narrow16(half_, c_.as<float>(), static_cast<uint16_t *>(out[0]), no_);
-  }
-
-private:
-  MatmulDnnl mm_;
-  bool half_;
-  int64_t nl_, nr_, no_;
-  Scratch a_, b_, c_;
-};
-
 class MatmulF64Kernel : public Kernel {
 public:
   explicit MatmulF64Kernel(const MatmulShape &s) : mm_(s) {}
@@ -389,9 +369,9 @@ std::unique_ptr<Kernel> makeMatmul(const KernelSpec &spec) {
   case DType::BF16:
     if (dnnlHasBf16())
       return std::make_unique<MatmulBf16Kernel>(spec, s);
-    return std::make_unique<Matmul16Kernel>(spec, s);
+    return widening16(makeMatmul)(spec);
   case DType::F16:
-    return std::make_unique<Matmul16Kernel>(spec, s);
+    return widening16(makeMatmul)(spec);
   case DType::F64:
     return std::make_unique<MatmulF64Kernel>(s);
   default:

@@ -161,15 +161,9 @@ std::unique_ptr<Kernel> poolGrad16(const KernelSpec &spec, bool isMax) {
   return widening16(isMax ? makeMaxPoolGrad : makeAvgPoolGrad)(spec);
 }
 
-bool any16(const KernelSpec &spec) {
-  for (const TensorDesc *d : spec.inputs)
-    if (d && is16BitFloat(d->dtype))
-      return true;
-  return spec.outputs.size() && spec.outputs[0] && is16BitFloat(spec.outputs[0]->dtype);
-}
 
 std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
-  if (any16(spec))
+  if (has16BitFloat(spec))
     return poolGrad16(spec, true);
   expectArity(spec, 2, 1);
   need(spec, spec.inputs[0], "dy");
@@ -221,7 +215,7 @@ std::unique_ptr<Kernel> makeMaxPoolGrad(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeAvgPoolGrad(const KernelSpec &spec) {
-  if (any16(spec))
+  if (has16BitFloat(spec))
     return poolGrad16(spec, false);
   expectArity(spec, 1, 1);
   need(spec, spec.inputs[0], "dy");

@@ -63,9 +63,13 @@ bool has16(const std::vector<const TensorDesc *> &ds) {
 
 } // namespace
 
+bool has16BitFloat(const KernelSpec &spec) {
+  return has16(spec.inputs) || has16(spec.outputs);
+}
+
 KernelFactory widening16(KernelFactory inner) {
   return [inner = std::move(inner)](const KernelSpec &spec) -> std::unique_ptr<Kernel> {
-    if (!has16(spec.inputs) && !has16(spec.outputs))
+    if (!has16BitFloat(spec))
       return inner(spec);
     // The f32 spec: its descs live as long as the kernel (a factory may keep
     // pointers to them).

@@ -19,6 +19,9 @@
 
 namespace kiln::rt::cpu {
 
+/// Whether any operand or result of `spec` is an f16/bf16 tensor.
+bool has16BitFloat(const KernelSpec &spec);
+
 /// `inner`, taking f16/bf16 operands through f32 staging; a spec without
 /// 16-bit float tensors goes to `inner` unchanged.
 KernelFactory widening16(KernelFactory inner);

@@ -285,25 +285,16 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           "(names are case-sensitive, as Softmax)");
   opts.fp32Ops.assign(fp32Ops.begin(), fp32Ops.end());
   opts.lossScale = lossScale;
-  if (!opts.lossScale.empty() && opts.lossScale != "dynamic" &&
-      opts.lossScale != "none") {
-    double f = 0;
-    if (!llvm::to_float(opts.lossScale, f) || !(f > 0) || !std::isfinite(f) ||
-        f > 3.0e38)
-      die("--loss-scale must be dynamic, none or a positive finite scale, got '" +
-          opts.lossScale + "'");
-  }
-  bool dynamicScale = opts.lossScale == "dynamic" ||
-                      (opts.lossScale.empty() && opts.precision == "fp16");
-  if ((initScale.getNumOccurrences() || scaleGrowthInterval.getNumOccurrences()) &&
-      !dynamicScale)
-    die("--init-scale and --scale-growth-interval set the dynamic loss scale: "
-        "they need --loss-scale dynamic (the default with --precision fp16)");
-  if (!(initScale > 0) || initScale > 3.0e38)
-    die("--init-scale must be a positive float32 scale, got " +
-        std::to_string((double)initScale));
   opts.initScale = initScale;
   opts.scaleGrowthInterval = scaleGrowthInterval;
+  LossScaleChoice scaling;
+  std::string scaleErr;
+  if (!resolveLossScale(opts, scaling, scaleErr))
+    die(scaleErr);
+  if ((initScale.getNumOccurrences() || scaleGrowthInterval.getNumOccurrences()) &&
+      !scaling.dynamic)
+    die("--init-scale and --scale-growth-interval set the dynamic loss scale: "
+        "they need --loss-scale dynamic (the default with --precision fp16)");
   if (opts.gradCompression != "none" && opts.gradCompression != "bf16" &&
       opts.gradCompression != "fp16" && opts.gradCompression != "int8")
     die("--grad-compression must be none, bf16, fp16 or int8, got '" +

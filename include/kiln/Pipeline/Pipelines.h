@@ -90,6 +90,17 @@ struct TrainCompileOptions {
   int64_t scaleGrowthInterval = 2000;
 };
 
+/// The loss scaling TrainCompileOptions ask for (--loss-scale, with its
+/// default by --precision, and --init-scale).
+struct LossScaleChoice {
+  bool on = false, dynamic = false;
+  double staticScale = 0; // --loss-scale F
+};
+/// Resolves it; false with `err`, one line naming the flag at fault. The
+/// driver and compileONNXToTraining both check with it.
+bool resolveLossScale(const TrainCompileOptions &opts, LossScaleChoice &out,
+                      std::string &err);
+
 /// The learning rate an optimizer gets when --lr is not given: 0.01 for sgd
 /// and momentum, 0.001 for adam and adamw.
 inline double defaultLr(const std::string &optimizer) {
