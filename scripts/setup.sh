@@ -14,8 +14,9 @@ PKGS=(
   libdnnl-dev libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
   # runtime tools' flag parser (header-only), SHA-256 (libcrypto)
   libcli11-dev libssl-dev
-  # the reference oracle and test-model exporters (Debian's /usr/bin/python3)
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  # the reference oracle and test-model exporters (Debian's /usr/bin/python3);
+  # matplotlib draws kiln-logs --plot
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
   # format schemas (plan, training config) checked in the round-trip tests
   python3-jsonschema
   # the portable-baseline check: kiln-train under an emulated CPU without AVX-512

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <unordered_map>
 
@@ -85,7 +86,15 @@ public:
 
   bool profile = false;
   uint64_t profiledRuns = 0;
+  /// Program::captureGradients: where the next run puts the gradients.
+  std::map<std::string, HostTensor> *gradientCapture = nullptr;
   std::vector<double> stepSeconds;
+  /// Each step's trace arguments (node, shapes, bytes, FLOPs), made on first
+  /// use.
+  std::vector<std::shared_ptr<const TraceArgs>> stepArgs;
+  const std::shared_ptr<const TraceArgs> &traceArgs(size_t s);
+  /// The bytes step `s` reads and writes.
+  uint64_t stepBytes(size_t s) const;
 
   ~ProgramImpl();
   void build(const KernelRegistry &registry);
@@ -109,29 +118,63 @@ private:
   }
 };
 
+uint64_t ProgramImpl::stepBytes(size_t s) const {
+  uint64_t bytes = 0;
+  for (int64_t v : plan.steps[s].inputs)
+    if (v >= 0)
+      bytes += plan.values[v].desc.bytes();
+  for (int64_t v : plan.steps[s].outputs)
+    bytes += plan.values[v].desc.bytes();
+  return bytes;
+}
+
+const std::shared_ptr<const TraceArgs> &ProgramImpl::traceArgs(size_t s) {
+  if (stepArgs.size() != steps.size())
+    stepArgs.assign(steps.size(), nullptr);
+  std::shared_ptr<const TraceArgs> &made = stepArgs[s];
+  if (made)
+    return made;
+  const PlanStep &ps = plan.steps[s];
+  std::string shapes;
+  for (size_t k = 0; k < ps.inputs.size(); ++k) {
+    shapes += k ? ", " : "";
+    shapes += ps.inputs[k] < 0 ? "-" : plan.values[ps.inputs[k]].desc.str();
+  }
+  shapes += " -> ";
+  for (size_t k = 0; k < ps.outputs.size(); ++k)
+    shapes += (k ? ", " : "") + plan.values[ps.outputs[k]].desc.str();
+  TraceArgs args = {{"node", ps.loc},
+                    {"plan_step", std::to_string(s)},
+                    {"shapes", shapes},
+                    {"bytes", std::to_string(stepBytes(s))}};
+  if (ps.flops)
+    args.push_back({"flops", std::to_string(ps.flops)});
+  made = std::make_shared<const TraceArgs>(std::move(args));
+  return made;
+}
+
 ProgramImpl::~ProgramImpl() {
   if (!profile || steps.empty())
     return;
-  std::unordered_map<std::string, std::pair<double, uint64_t>> byKernel;
-  double total = 0;
+  // KILN_PROFILE: the table kiln-train --profile prints, over every run.
+  std::map<std::string, KernelStat> byKernel;
+  double totalMs = 0, runs = (double)profiledRuns;
   for (size_t s = 0; s < steps.size(); ++s) {
-    auto &e = byKernel[plan.steps[s].kernel];
-    e.first += stepSeconds[s];
-    e.second += profiledRuns;
-    total += stepSeconds[s];
+    KernelStat &k = byKernel[plan.steps[s].kernel];
+    k.name = plan.steps[s].kernel;
+    k.ms += stepSeconds[s] * 1e3;
+    k.calls += runs;
+    k.flops += (double)plan.steps[s].flops * runs;
+    k.bytes += (double)stepBytes(s) * runs;
+    totalMs += stepSeconds[s] * 1e3;
   }
-  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(
-      byKernel.begin(), byKernel.end());
-  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
-    return a.second.first > b.second.first;
-  });
+  std::vector<KernelStat> stats;
+  for (auto &[name, k] : byKernel)
+    stats.push_back(k);
   std::fprintf(stderr, "kiln profile: %llu runs, %.3f ms in kernels\n",
-               (unsigned long long)profiledRuns, total * 1e3);
-  for (size_t i = 0; i < rows.size() && i < 15; ++i)
-    std::fprintf(stderr, "  %-28s %12.3f ms %6.1f%% %10llu calls\n",
-                 rows[i].first.c_str(), rows[i].second.first * 1e3,
-                 total > 0 ? 100.0 * rows[i].second.first / total : 0.0,
-                 (unsigned long long)rows[i].second.second);
+               (unsigned long long)profiledRuns, totalMs);
+  for (const std::string &row : kernelTable(std::move(stats), totalMs, 15))
+    std::fprintf(stderr, "  %s\n", row.c_str());
 }
 
 void ProgramImpl::build(const KernelRegistry &registry) {
@@ -256,16 +299,35 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
                       std::vector<HostTensor> &outputs) {
   bindInputs(inputs);
   size_t s = 0;
+  std::map<std::string, HostTensor> *capture = gradientCapture;
+  gradientCapture = nullptr;
   try {
-    if (ctx.trace && ctx.trace->enabled()) {
+    if (capture) {
+      // Before an optimizer update runs, the gradient it reads (operand 1),
+      // keyed by the parameter it updates (operand 0's root).
+      for (; s < steps.size(); ++s) {
+        const PlanStep &ps = plan.steps[s];
+        size_t n = ps.kernel.size();
+        if (n > 7 && ps.kernel.compare(n - 7, 7, "_update") == 0 &&
+            ps.inputs.size() >= 2 && ps.inputs[0] >= 0 && ps.inputs[1] >= 0) {
+          const PlanValue &p = plan.values[plan.values[ps.inputs[0]].root];
+          const PlanValue &g = plan.values[ps.inputs[1]];
+          if (p.kind == ValueKind::Param) {
+            HostTensor t(g.desc);
+            if (g.bytes)
+              device->copyToHost(t.data(), steps[s].in[1], g.bytes, *stream);
+            (*capture)[p.name] = std::move(t);
+          }
+        }
+        steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+      }
+    } else if (ctx.trace && ctx.trace->enabled()) {
       for (; s < steps.size(); ++s) {
         auto t0 = TraceRecorder::Clock::now();
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
         stream->synchronize(); // a device kernel has only been issued
-        const PlanStep &ps = plan.steps[s];
-        ctx.trace->record(ps.kernel, "kernel", TraceThread::Compute, t0,
-                          TraceRecorder::Clock::now(),
-                          {{"node", ps.loc}, {"plan_step", std::to_string(s)}});
+        ctx.trace->record(plan.steps[s].kernel, "kernel", TraceThread::Compute,
+                          t0, TraceRecorder::Clock::now(), traceArgs(s));
       }
     } else if (profile) {
       for (; s < steps.size(); ++s) {
@@ -643,6 +705,9 @@ void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
 void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
 void Program::setCollectives(Collectives *c) { impl_->ctx.collectives = c; }
 void Program::setTrace(TraceRecorder *trace) { impl_->ctx.trace = trace; }
+void Program::captureGradients(std::map<std::string, HostTensor> *out) {
+  impl_->gradientCapture = out;
+}
 void Program::setBatchShard(int64_t index, int64_t count) {
   impl_->ctx.batchShardIndex = index;
   impl_->ctx.batchShardCount = count;

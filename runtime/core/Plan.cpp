@@ -367,6 +367,11 @@ void parseHeader(const json &h, ParsedPlan &plan) {
         fail(where + "'loc' must be a string");
       step.loc = loc->get<std::string>();
     }
+    if (const json *flops = field(j, "flops")) {
+      if (!flops->is_number_integer() || flops->get<int64_t>() < 0)
+        fail(where + "'flops' must be an integer >= 0");
+      step.flops = flops->get<uint64_t>();
+    }
     const json &ins = need(j, "inputs", where);
     const json &outs = need(j, "outputs", where);
     if (!ins.is_array() || !outs.is_array())

@@ -39,6 +39,8 @@ struct PlanValue {
 struct PlanStep {
   std::string kernel;
   std::string loc;
+  /// The op's floating-point work (0: not given).
+  uint64_t flops = 0;
   std::vector<int64_t> inputs; // -1: an absent optional operand
   std::vector<int64_t> outputs;
   /// Into ParsedPlan::header (never copied: a deep tree would recurse); null

@@ -23,8 +23,18 @@ double TraceRecorder::toUs(Clock::time_point t) const {
 
 void TraceRecorder::record(std::string name, std::string category,
                            TraceThread thread, Clock::time_point start,
+                           Clock::time_point end, TraceArgs args) {
+  if (!enabled_)
+    return;
+  record(std::move(name), std::move(category), thread, start, end,
+         args.empty() ? nullptr
+                      : std::make_shared<const TraceArgs>(std::move(args)));
+}
+
+void TraceRecorder::record(std::string name, std::string category,
+                           TraceThread thread, Clock::time_point start,
                            Clock::time_point end,
-                           std::vector<std::pair<std::string, std::string>> args) {
+                           std::shared_ptr<const TraceArgs> args) {
   if (!enabled_)
     return;
   TraceEvent e;
@@ -92,13 +102,14 @@ std::string TraceRecorder::chromeEvents(int pid,
     out += num;
     out += ",\"pid\":" + p + ",\"tid\":" + std::to_string((int)e.thread);
     out += ",\"args\":{";
-    for (size_t k = 0; k < e.args.size(); ++k) {
-      if (k)
-        out += ',';
-      appendEscaped(out, e.args[k].first);
-      out += ':';
-      appendEscaped(out, e.args[k].second);
-    }
+    if (e.args)
+      for (size_t k = 0; k < e.args->size(); ++k) {
+        if (k)
+          out += ',';
+        appendEscaped(out, (*e.args)[k].first);
+        out += ':';
+        appendEscaped(out, (*e.args)[k].second);
+      }
     out += "}}";
   }
   return out;
@@ -128,6 +139,28 @@ double unionLength(std::vector<std::pair<double, double>> intervals) {
   for (auto [a, b] : merged(std::move(intervals)))
     total += b - a;
   return total;
+}
+
+std::vector<std::string> kernelTable(std::vector<KernelStat> stats,
+                                     double totalMs, size_t top) {
+  std::stable_sort(stats.begin(), stats.end(),
+                   [](const KernelStat &a, const KernelStat &b) { return a.ms > b.ms; });
+  std::vector<std::string> rows;
+  for (size_t k = 0; k < stats.size() && k < top; ++k) {
+    const KernelStat &s = stats[k];
+    char buf[256];
+    double sec = s.ms / 1e3;
+    char rate[64] = "";
+    if (s.flops > 0 && sec > 0)
+      std::snprintf(rate, sizeof rate, "  %8.1f GFLOP/s", s.flops / sec / 1e9);
+    else
+      std::snprintf(rate, sizeof rate, "  %8s        ", "");
+    std::snprintf(buf, sizeof buf, "%-26s %9.3f ms %5.1f%% %7.0f calls%s %8.1f GB/s",
+                  s.name.c_str(), s.ms, totalMs > 0 ? 100.0 * s.ms / totalMs : 0.0,
+                  s.calls, rate, sec > 0 ? s.bytes / sec / 1e9 : 0.0);
+    rows.push_back(buf);
+  }
+  return rows;
 }
 
 double uncoveredLength(std::vector<std::pair<double, double>> intervals,

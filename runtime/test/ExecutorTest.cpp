@@ -68,6 +68,21 @@ public:
   }
 };
 
+class ScaleSubKernel : public Kernel {
+public:
+  explicit ScaleSubKernel(int64_t n) : n_(n) {}
+  void run(ExecContext &, const void *const *in, void *const *out) override {
+    const float *p = static_cast<const float *>(in[0]);
+    const float *g = static_cast<const float *>(in[1]);
+    float *o = static_cast<float *>(out[0]);
+    for (int64_t i = 0; i < n_; ++i)
+      o[i] = p[i] - g[i];
+  }
+
+private:
+  int64_t n_;
+};
+
 class FailKernel : public Kernel {
 public:
   void run(ExecContext &, const void *const *, void *const *) override {
@@ -94,6 +109,12 @@ const KernelRegistry &testRegistry() {
       if (s.outputs[0]->str() != "u64[3]")
         throw Error("context writes u64[3]");
       return std::make_unique<ContextKernel>();
+    });
+    // p' = p - g, in place (an optimizer update).
+    r.add("toy_update", [](const KernelSpec &s) -> std::unique_ptr<Kernel> {
+      expectArity(s, 2, 1);
+      checkSameSize(s);
+      return std::make_unique<ScaleSubKernel>(s.outputs[0]->numel());
     });
     r.add("fail", [](const KernelSpec &) -> std::unique_ptr<Kernel> {
       return std::make_unique<FailKernel>();
@@ -466,6 +487,67 @@ TEST(Executor, ConstantsAndArenaAreAligned) {
   std::string err;
   ASSERT_TRUE(q->run({}, out, err)) << err;
   EXPECT_EQ(out[0].as<uint64_t>()[2] % 64, 0u);
+}
+
+// captureGradients: the next run (only) copies what each update step reads
+// as its gradient, keyed by the parameter, before the update runs.
+TEST(Executor, CapturesTheGradientsOfUpdates) {
+  json vals = json::array();
+  vals.push_back(value("f32", {3}, "input"));
+  vals[0]["index"] = 0;
+  vals[0]["name"] = "x";
+  vals.push_back(value("f32", {3}, "param"));
+  vals[1]["name"] = "w";
+  vals[1]["data_offset"] = 0;
+  vals[1]["data_bytes"] = 12;
+  vals.push_back(value("f32", {3}, "arena"));
+  vals[2]["offset"] = 0;
+  // g = 2x (into the arena); w = w - g; then the arena slot is reused.
+  json h = header(vals, {0}, {1},
+                  {step("scale", {0}, {2}, {{"factor", 2.0}}),
+                   step("toy_update", {1, 2}, {1}),
+                   step("scale", {0}, {2}, {{"factor", 7.0}})},
+                  64);
+  auto p = load(h, blobOf({{10, 20, 30}}));
+  ASSERT_TRUE(p);
+  HostTensor x = f32({3}, {1, 2, 3});
+  std::vector<HostTensor> out;
+  std::string err;
+  std::map<std::string, HostTensor> grads;
+  p->captureGradients(&grads);
+  ASSERT_TRUE(p->run({&x}, out, err)) << err;
+  ASSERT_EQ(grads.size(), 1u);
+  EXPECT_EQ(values(grads["w"]), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(values(out[0]), (std::vector<float>{8, 16, 24}));
+  grads.clear();
+  ASSERT_TRUE(p->run({&x}, out, err)) << err; // not captured again
+  EXPECT_TRUE(grads.empty());
+  EXPECT_EQ(values(out[0]), (std::vector<float>{6, 12, 18}));
+}
+
+// A step's `flops` (the op's cost) gives the table's GFLOP/s; one without
+// gives none.
+TEST(Executor, ProfileReportGivesFlops) {
+  json h = basicPlan();
+  h["steps"][0]["flops"] = 6;
+  ::setenv("KILN_PROFILE", "1", 1);
+  auto p = load(h, basicBlob());
+  ::unsetenv("KILN_PROFILE");
+  ASSERT_TRUE(p);
+  HostTensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  std::vector<HostTensor> out;
+  std::string err;
+  ASSERT_TRUE(p->run({&x}, out, err)) << err;
+  ::testing::internal::CaptureStderr();
+  p.reset();
+  std::string report = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(report.find("GFLOP/s"), std::string::npos) << report;
+  EXPECT_NE(report.find("GB/s"), std::string::npos) << report;
+  // A negative count is refused when the plan loads.
+  h["steps"][0]["flops"] = -1;
+  std::string bytes = writePlanContainer(h.dump(), basicBlob());
+  EXPECT_FALSE(Program::load(bytes.data(), bytes.size(), err, &testRegistry()));
+  EXPECT_NE(err.find("'flops' must be an integer >= 0"), std::string::npos) << err;
 }
 
 TEST(Executor, ProfileReport) {

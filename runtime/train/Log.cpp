@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "Log.h"
 
+#include "SystemMetrics.h"
 #include "Util.h"
 
 #include <nlohmann/json.hpp>
@@ -85,6 +86,14 @@ void Logger::message(const std::string &line) {
   std::fflush(stdout);
 }
 
+void Logger::warning(const std::string &line) {
+  clearProgress();
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stderr);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
 void Logger::finish() { clearProgress(); }
 
 void Logger::step(const StepRecord &r) {
@@ -111,6 +120,24 @@ void Logger::step(const StepRecord &r) {
     std::snprintf(buf, sizeof buf, ", \"samples_per_s\": %.1f, \"step_ms\": %.3f",
                   sps, r.stepMs);
     line += buf;
+    if (r.time > 0) {
+      std::snprintf(buf, sizeof buf, ", \"time\": %.3f", r.time);
+      line += buf;
+    }
+    if (r.rssBytes > 0) {
+      std::snprintf(buf, sizeof buf,
+                    ", \"rss_mib\": %.1f, \"peak_mib\": %.1f, \"cpu_util\": %.3f",
+                    r.rssBytes / 1048576.0, r.peakBytes / 1048576.0, r.cpuUtil);
+      line += buf;
+    }
+    if (r.commMB)
+      line += ", \"comm_mb\": " + jsonNumber(*r.commMB);
+    if (!r.alerts.empty()) {
+      line += ", \"alerts\": [";
+      for (size_t k = 0; k < r.alerts.size(); ++k)
+        line += (k ? ", \"" : "\"") + r.alerts[k] + "\"";
+      line += "]";
+    }
     if (r.evalLoss)
       line += ", \"eval_loss\": " + jsonNumber(*r.evalLoss);
     if (r.evalAccuracy)
@@ -135,10 +162,14 @@ void Logger::step(const StepRecord &r) {
   if (logNow) {
     double window = std::chrono::duration<double>(now - windowStart_).count();
     double rate = window > 0 ? windowSteps_ * batch_ / window : sps;
-    char line[256];
+    char sys[96] = "";
+    if (r.rssBytes > 0)
+      std::snprintf(sys, sizeof sys, "  mem %s  cpu %.0f%%",
+                    formatBytes(r.rssBytes).c_str(), 100.0 * r.cpuUtil);
+    char line[384];
     std::snprintf(line, sizeof line,
-                  "step %lld/%lld  loss %.6f  lr %.3e%s  %.1f samples/s  ETA %s",
-                  (long long)done, (long long)total_, r.loss, r.lr, gn, rate,
+                  "step %lld/%lld  loss %.6f  lr %.3e%s  %.1f samples/s%s  ETA %s",
+                  (long long)done, (long long)total_, r.loss, r.lr, gn, rate, sys,
                   formatDuration(eta).c_str());
     message(line);
     windowStart_ = now;

@@ -2,14 +2,19 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Every --log-every steps (and the first and last) one line on stdout:
-//   step 10/100  loss 2.301234  lr 1.000e-02  grad-norm 1.2345  1234.5 samples/s  ETA 0:00:12
+//   step 10/100  loss 2.301234  lr 1.000e-02  grad-norm 1.2345  1234.5 samples/s  mem 312 MiB  cpu 95%  ETA 0:00:12
 // where "step 10/100" counts the steps done (step index 9 has run); a `\r`
 // progress line on stderr only when stderr is a terminal; --metrics FILE one
 // JSON object per step:
 //   {"step": s, "epoch": e, "loss": L, "lr": lr, "grad_norm": g,
-//    "samples_per_s": x, "step_ms": t}
-// (plus "loss_scale" and "skipped" with loss scaling, and
-// "eval_loss"/"eval_accuracy" on steps after which an eval ran), each
+//    "samples_per_s": x, "step_ms": t, "time": T, "rss_mib": m,
+//    "peak_mib": p, "cpu_util": u}
+// where T is the Unix time (seconds) at the end of the step, m and p the
+// resident and peak memory, u the fraction of the usable cores busy over the
+// step (SystemMetrics.h) (plus "loss_scale" and "skipped" with loss scaling,
+// "comm_mb" — megabytes the rank sent — in multi-rank runs, "alerts" on the
+// step an --alert fired, and "eval_loss"/"eval_accuracy" on steps after
+// which an eval ran), each
 // line flushed as it is written so that a killed run loses nothing it wrote.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_LOG_H
@@ -20,6 +25,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::train {
 
@@ -35,6 +41,12 @@ struct StepRecord {
   bool skipped = false;
   double stepMs = 0;
   std::optional<double> evalLoss, evalAccuracy;
+  /// Unix time at the end of the step (seconds).
+  double time = 0;
+  /// System metrics (SystemMetrics.h); rssBytes 0: not sampled.
+  double rssBytes = 0, peakBytes = 0, cpuUtil = 0;
+  std::optional<double> commMB;
+  std::vector<std::string> alerts;
 };
 
 class Logger {
@@ -52,6 +64,8 @@ public:
   void step(const StepRecord &r);
   /// A line on stdout (the progress line is cleared first).
   void message(const std::string &line);
+  /// A line on stderr, also from a silent logger (a warning of any rank).
+  void warning(const std::string &line);
   /// Clears the progress line.
   void finish();
   /// A silent logger prints nothing (the ranks other than 0 of a

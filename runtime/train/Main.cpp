@@ -16,6 +16,7 @@
 // reported for step s is that run's `loss` output (the forward pass before
 // the update). Any user error is one line on stderr and exit status 1.
 //===----------------------------------------------------------------------===//
+#include "Alerts.h"
 #include "Checkpoint.h"
 #include "Config.h"
 #include "Data.h"
@@ -28,6 +29,8 @@
 #include "Profile.h"
 #include "Payload.h"
 #include "Sha256.h"
+#include "TensorBoard.h"
+#include "SystemMetrics.h"
 #include "Util.h"
 
 #include "kiln/runtime/FileIO.h"
@@ -81,6 +84,17 @@ const char *kUsage =
     "                           a summary in the log\n"
     "  --profile-steps A:B      the steps it covers, A to B-1 (default: the ten\n"
     "                           after the run's first)\n"
+    "  --tensorboard DIR        TensorBoard event files: every step's scalars\n"
+    "                           (loss, lr, grad norm, throughput, memory, ...)\n"
+    "  --histogram-every N      and histograms of every parameter and gradient\n"
+    "                           every N steps (default 100; 0: none)\n"
+    "  --tensorboard-ranks R    0 (default): rank 0 writes DIR; all: rank r\n"
+    "                           writes DIR/rank-r\n"
+    "  --alert KIND=THRESHOLD   warn once (stderr, with the rank and step) when\n"
+    "                           memory=P% (of the memory limit), step-time=Fx\n"
+    "                           or loss-spike=Fx (of the running median), nan;\n"
+    "                           repeatable; none: no alerts (default:\n"
+    "                           memory=90% and nan)\n"
     "  --debug-nan              keep the parameters before each step so that a\n"
     "                           non-finite loss is traced on the exact step\n"
     "  --help                   this text\n";
@@ -98,6 +112,9 @@ struct Options {
   int64_t threads = 0;
   int64_t ranksPerNode = 0; // 0: the ranks sharing memory form a node
   std::string profile, profileSteps;
+  std::vector<std::string> alerts;
+  std::string tensorboard, tensorboardRanks;
+  int64_t histogramEvery = 100;
 };
 
 // The largest step count: step numbers, epoch × steps-per-epoch and the
@@ -137,6 +154,10 @@ bool parseArgs(int argc, char **argv, Options &o) {
       .integer("--ranks-per-node", o.ranksPerNode, 0, 1 << 20)
       .text("--profile", o.profile)
       .text("--profile-steps", o.profileSteps)
+      .list("--alert", o.alerts)
+      .text("--tensorboard", o.tensorboard)
+      .text("--tensorboard-ranks", o.tensorboardRanks)
+      .integer("--histogram-every", o.histogramEvery, 0, kNoMax)
       .flag("--debug-nan", o.debugNan);
   try {
     if (!flags.parse(argc, argv, positional))
@@ -169,6 +190,11 @@ bool parseArgs(int argc, char **argv, Options &o) {
     fail("--eval-every needs --eval-data");
   if (o.data.empty())
     fail("give the training data with --data NAME=FILE.npy");
+  if (o.tensorboard.empty() && !o.tensorboardRanks.empty())
+    fail("--tensorboard-ranks needs --tensorboard DIR");
+  if (!o.tensorboardRanks.empty() && o.tensorboardRanks != "0" &&
+      o.tensorboardRanks != "all")
+    fail("--tensorboard-ranks needs 0 or all, got '" + o.tensorboardRanks + "'");
   return true;
 }
 
@@ -224,6 +250,7 @@ int runTraining(int argc, char **argv) {
   }
   if (opt.threads)
     omp_set_num_threads((int)opt.threads);
+  AlertConfig alertConfig = AlertConfig::parse(opt.alerts);
 
   Payload payload;
   std::string err;
@@ -245,6 +272,8 @@ int runTraining(int argc, char **argv) {
   comm::Communicator &world = comm::world();
   const int rank = world.rank();
   const bool lead = rank == 0;
+  Alerts alerts(alertConfig, rank);
+  SystemMonitor monitor;
   if (world.size() != config.dp)
     fail(config.dp > 1
              ? "this executable trains on " + std::to_string(config.dp) +
@@ -448,6 +477,20 @@ int runTraining(int argc, char **argv) {
   }
   const int64_t first = pos.step;
 
+  // --tensorboard: checked (created) before the first step.
+  std::unique_ptr<TensorBoardWriter> tb;
+  if (!opt.tensorboard.empty() && (lead || opt.tensorboardRanks == "all"))
+    tb = std::make_unique<TensorBoardWriter>(
+        opt.tensorboardRanks == "all"
+            ? opt.tensorboard + "/rank-" + std::to_string(rank)
+            : opt.tensorboard,
+        first);
+  std::vector<std::string> weightNames;
+  for (const std::string &n : program->paramNames())
+    if (program->paramRole(n) == "weight")
+      weightNames.push_back(n);
+  std::map<std::string, rt::HostTensor> capturedGrads;
+
   Logger log(first, total, globalBatch, opt.logEvery);
   log.setSilent(!lead);
   if (!opt.metrics.empty() && lead)
@@ -595,9 +638,22 @@ int runTraining(int argc, char **argv) {
     stallRank = r;
     stallStep = st;
   }
+  // KILN_FAULT_SLOW=S:MS makes step S take MS milliseconds longer (the
+  // step-time alert's test).
+  int64_t slowStep = -1, slowMs = 0;
+  if (const char *f = std::getenv("KILN_FAULT_SLOW")) {
+    long long st = -1, ms = -1;
+    char extra = 0;
+    if (std::sscanf(f, "%lld:%lld%c", &st, &ms, &extra) != 2 || st < 0 || ms < 0)
+      fail("KILN_FAULT_SLOW needs STEP:MS, got '" + std::string(f) + "'");
+    slowStep = st;
+    slowMs = ms;
+  }
 
   if (first < total) {
     Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total);
+    double commSentBefore =
+        hierarchical ? (double)hierarchical->stats().bytesSent : 0.0;
     auto last = std::chrono::steady_clock::now();
     for (int64_t s = first; s < total; ++s) {
       if (stallRank == rank && stallStep == s)
@@ -605,11 +661,13 @@ int runTraining(int argc, char **argv) {
           std::this_thread::sleep_for(std::chrono::seconds(1));
       if (profiler)
         profiler->beginStep(s);
+      if (s == slowStep)
+        std::this_thread::sleep_for(std::chrono::milliseconds(slowMs));
       auto dataStart = rt::TraceRecorder::Clock::now();
       const std::vector<rt::HostTensor> &batch = prefetch.get(s);
       if (profiler)
-        profiler->host("data (batch " + std::to_string(s) + ")", dataStart,
-                       rt::TraceRecorder::Clock::now());
+        profiler->host("data (batch " + std::to_string(s) + ")", "data",
+                       dataStart, rt::TraceRecorder::Clock::now());
       for (size_t k = 0; k < inputSource.size(); ++k)
         inputs[k] = inputSource[k] == -1   ? &lrT
                     : inputSource[k] == -2 ? &stepT
@@ -631,6 +689,10 @@ int runTraining(int argc, char **argv) {
           if (!program->getParam(paramNames[k], snapshot[k], err))
             fail(err);
       }
+      const bool histograms =
+          tb && opt.histogramEvery && (s + 1) % opt.histogramEvery == 0;
+      if (histograms)
+        program->captureGradients(&capturedGrads);
       if (!program->run(inputs, outputs, err))
         fail("step " + std::to_string(s) + ": " + err);
       double loss = scalarValue(outputs[lossOut]);
@@ -644,6 +706,20 @@ int runTraining(int argc, char **argv) {
       auto now = std::chrono::steady_clock::now();
       rec.stepMs = std::chrono::duration<double, std::milli>(now - last).count();
       last = now;
+      rec.time = std::chrono::duration<double>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+      {
+        SystemSample sys = monitor.sample();
+        rec.rssBytes = sys.rssBytes;
+        rec.peakBytes = sys.peakBytes;
+        rec.cpuUtil = sys.cpuUtil;
+        if (hierarchical) {
+          double sent = (double)hierarchical->stats().bytesSent;
+          rec.commMB = (sent - commSentBefore) / 1e6;
+          commSentBefore = sent;
+        }
+      }
 
       if (scaler) {
         // The plan skipped the update where the gradients' sum of squares
@@ -671,6 +747,19 @@ int runTraining(int argc, char **argv) {
         }
       }
 
+      {
+        AlertInput ai;
+        ai.step = s;
+        ai.loss = loss;
+        ai.gradNorm = rec.gradNorm;
+        ai.skipped = rec.skipped;
+        ai.stepMs = rec.stepMs;
+        ai.rssBytes = rec.rssBytes;
+        ai.limitBytes = monitor.limitBytes();
+        for (const std::string &line : alerts.check(ai, &rec.alerts))
+          log.warning(line);
+      }
+
       if (!std::isfinite(loss) && !scaler) {
         log.step(rec);
         std::string what = "step " + std::to_string(s) + ": loss is " +
@@ -693,6 +782,40 @@ int runTraining(int argc, char **argv) {
                        : ""));
       }
 
+      if (tb) {
+        // Every step's scalars; flushed with each log line (and the last).
+        double t = rec.time;
+        tb->scalar("loss", s, rec.loss, t);
+        tb->scalar("lr", s, rec.lr, t);
+        if (rec.gradNorm)
+          tb->scalar("grad_norm", s, *rec.gradNorm, t);
+        if (rec.lossScale)
+          tb->scalar("loss_scale", s, *rec.lossScale, t);
+        if (rec.stepMs > 0)
+          tb->scalar("throughput/samples_per_s", s,
+                     (double)globalBatch * 1e3 / rec.stepMs, t);
+        tb->scalar("time/step_ms", s, rec.stepMs, t);
+        tb->scalar("memory/rss_mib", s, rec.rssBytes / 1048576.0, t);
+        tb->scalar("memory/peak_mib", s, rec.peakBytes / 1048576.0, t);
+        tb->scalar("memory/arena_mib", s,
+                   (double)program->arenaBytes() / 1048576.0, t);
+        tb->scalar("system/cpu_util", s, rec.cpuUtil, t);
+        if (rec.commMB)
+          tb->scalar("comm/mb_per_step", s, *rec.commMB, t);
+        if (histograms) {
+          for (const std::string &n : weightNames) {
+            rt::HostTensor p;
+            if (!program->getParam(n, p, err))
+              fail(err);
+            tb->histogram("params/" + n, s, p, t);
+            auto g = capturedGrads.find(n);
+            if (g != capturedGrads.end())
+              tb->histogram("grads/" + n, s, g->second, t);
+          }
+          capturedGrads.clear();
+        }
+      }
+
       bool more = s + 1 < total;
       bool evalNow = !opt.evalData.empty() && opt.evalEvery &&
                      (s + 1) % opt.evalEvery == 0 && more;
@@ -700,21 +823,35 @@ int runTraining(int argc, char **argv) {
       if (evalNow && !config.sharded.empty())
         wholeNow = gatherSharded(); // every rank: the evaluator is rank 0's
       if (evaluator && evalNow) {
+        auto t0 = rt::TraceRecorder::Clock::now();
         EvalResult r = evaluator->run(*program, s, &wholeNow);
+        if (profiler)
+          profiler->host("eval (step " + std::to_string(s + 1) + ")", "eval", t0,
+                         rt::TraceRecorder::Clock::now());
         rec.evalLoss = r.loss;
         rec.evalAccuracy = r.accuracy;
+        if (tb) {
+          tb->scalar("eval/loss", s, r.loss, rec.time);
+          if (r.accuracy)
+            tb->scalar("eval/accuracy", s, *r.accuracy, rec.time);
+        }
         log.step(rec);
         log.message("eval (step " + std::to_string(s + 1) + "): " + evalLine(r));
       } else {
         log.step(rec);
+      }
+      if (tb) {
+        int64_t every = opt.logEvery ? opt.logEvery : 100;
+        if ((s + 1) % every == 0 || s == first || !more)
+          tb->flush();
       }
       if (store && opt.checkpointEvery && (s + 1) % opt.checkpointEvery == 0 &&
           more) {
         auto t0 = rt::TraceRecorder::Clock::now();
         saveCheckpoint(s + 1);
         if (profiler)
-          profiler->host("checkpoint (step " + std::to_string(s + 1) + ")", t0,
-                         rt::TraceRecorder::Clock::now());
+          profiler->host("checkpoint (step " + std::to_string(s + 1) + ")",
+                         "checkpoint", t0, rt::TraceRecorder::Clock::now());
       }
       if (profiler)
         profiler->endStep(s);
@@ -753,9 +890,15 @@ int runTraining(int argc, char **argv) {
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
   }
   if (evaluator) {
-    EvalResult r =
-        evaluator->run(*program, std::max<int64_t>(first, total) - 1, &wholeEnd);
+    int64_t lastStep = std::max<int64_t>(first, total) - 1;
+    EvalResult r = evaluator->run(*program, lastStep, &wholeEnd);
     log.message("eval: " + evalLine(r));
+    if (tb) {
+      double t = TensorBoardWriter::now();
+      tb->scalar("eval/loss", lastStep, r.loss, t);
+      if (r.accuracy)
+        tb->scalar("eval/accuracy", lastStep, *r.accuracy, t);
+    }
   }
   if (profiler) {
     try {
@@ -777,6 +920,8 @@ int runTraining(int argc, char **argv) {
                 std::to_string((long long)(st.collectives / (total - first))) +
                 " collectives per step");
   }
+  if (tb)
+    tb->flush();
   log.finish();
   return 0;
 }

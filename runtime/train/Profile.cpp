@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 
@@ -46,10 +47,10 @@ void Profiler::endStep(int64_t s) {
   trace_.setEnabled(false);
 }
 
-void Profiler::host(const std::string &name,
+void Profiler::host(const std::string &name, const std::string &category,
                     rt::TraceRecorder::Clock::time_point start,
                     rt::TraceRecorder::Clock::time_point end) {
-  trace_.record(name, "host", rt::TraceThread::Host, start, end);
+  trace_.record(name, category, rt::TraceThread::Host, start, end);
 }
 
 namespace {
@@ -71,14 +72,28 @@ std::string pct(double part, double whole) {
 ProfileSummary Profiler::summarize() const {
   ProfileSummary out;
   std::vector<std::pair<double, double>> comm, waits;
-  std::map<std::string, double> byKernel;
-  double kernelUs = 0, waitUs = 0, stepUs = 0;
+  std::map<std::string, rt::KernelStat> byKernel;
+  double kernelUs = 0, waitUs = 0, stepUs = 0, dataUs = 0;
+  auto number = [](const rt::TraceEvent &e, const char *key) {
+    if (e.args)
+      for (const auto &[k, v] : *e.args)
+        if (k == key)
+          return std::strtod(v.c_str(), nullptr);
+    return 0.0;
+  };
   for (const rt::TraceEvent &e : trace_.events()) {
     if (e.category == "step") {
       ++out.steps;
       stepUs += e.durationUs;
+    } else if (e.category == "data") {
+      dataUs += e.durationUs;
     } else if (e.category == "kernel") {
-      byKernel[e.name] += e.durationUs;
+      rt::KernelStat &k = byKernel[e.name];
+      k.name = e.name;
+      k.ms += e.durationUs / 1e3;
+      k.calls += 1;
+      k.flops += number(e, "flops");
+      k.bytes += number(e, "bytes");
       kernelUs += e.durationUs;
     } else if (e.category == "wait") {
       // Inside a collective kernel: compute stood still for the communicator.
@@ -95,12 +110,20 @@ ProfileSummary Profiler::summarize() const {
   out.stepMs = stepUs / n;
   out.computeMs = kernelUs / n;
   out.waitMs = waitUs / n;
+  out.dataMs = dataUs / n;
   out.commMs = rt::unionLength(comm) / n;
   out.hiddenMs = rt::uncoveredLength(comm, waits) / n;
-  for (auto &[name, us] : byKernel)
-    out.kernels.push_back({name, us / n});
+  const double steps = (double)out.steps;
+  for (auto &[name, k] : byKernel) {
+    rt::KernelStat per = k;
+    per.ms /= steps;
+    per.calls /= steps;
+    per.flops /= steps;
+    per.bytes /= steps;
+    out.kernels.push_back(per);
+  }
   std::stable_sort(out.kernels.begin(), out.kernels.end(),
-                   [](const auto &a, const auto &b) { return a.second > b.second; });
+                   [](const auto &a, const auto &b) { return a.ms > b.ms; });
   return out;
 }
 
@@ -147,13 +170,16 @@ std::vector<std::string> Profiler::finish(comm::Communicator &world) {
                     "; wrote an empty trace to " + path_);
     return lines;
   }
-  double other = std::max(0.0, sum.stepMs - sum.computeMs - sum.waitMs);
+  double other =
+      std::max(0.0, sum.stepMs - sum.computeMs - sum.waitMs - sum.dataMs);
   lines.push_back("profile: " + std::to_string(sum.steps) + " step" +
                   (sum.steps == 1 ? "" : "s") + " on rank 0, " + ms(sum.stepMs) +
                   " ms each: compute " + ms(sum.computeMs) + " ms (" +
                   pct(sum.computeMs, sum.stepMs) + "), waiting for communication " +
                   ms(sum.waitMs) + " ms (" + pct(sum.waitMs, sum.stepMs) +
-                  "), other " + ms(other) + " ms (" + pct(other, sum.stepMs) + ")");
+                  "), waiting for data " + ms(sum.dataMs) + " ms (" +
+                  pct(sum.dataMs, sum.stepMs) + "), idle " + ms(other) + " ms (" +
+                  pct(other, sum.stepMs) + ")");
   for (int r = 0; r < (int)overlap.size() / 2; ++r) {
     double c = overlap[2 * r], h = overlap[2 * r + 1];
     if (c > 0)
@@ -161,10 +187,10 @@ std::vector<std::string> Profiler::finish(comm::Communicator &world) {
                       ms(c) + " ms per step, " + pct(h, c) +
                       " of it overlapped with compute");
   }
-  for (size_t k = 0; k < sum.kernels.size() && k < 8; ++k)
-    lines.push_back("profile:   " + sum.kernels[k].first + " " +
-                    ms(sum.kernels[k].second) + " ms per step (" +
-                    pct(sum.kernels[k].second, sum.stepMs) + ")");
+  lines.push_back("profile: the kernels by time per step (of the step's " +
+                  ms(sum.stepMs) + " ms):");
+  for (const std::string &row : rt::kernelTable(sum.kernels, sum.stepMs, 10))
+    lines.push_back("profile:   " + row);
   lines.push_back("profile: wrote " + path_ + " (Chrome trace; " +
                   std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + ")");
   return lines;

@@ -3,10 +3,14 @@
 //
 // --profile FILE.json [--profile-steps A:B]: the kernels, collectives, data
 // loading and checkpoints of steps A..B-1 as a Chrome/Perfetto trace (one
-// process per rank; threads compute, communication, host), and a summary in
-// the log: the step split into compute, waiting for communication and the
-// rest, how much of the communication was hidden behind compute, and the
-// kernels that took longest.
+// process per rank; threads compute, communication, host). A kernel's event
+// carries its ONNX node, operand shapes, bytes and FLOPs (the plan's, from
+// the op's cost interface). At the end a summary in the log: the step split
+// into compute, waiting for communication, waiting for data and the rest
+// (idle: the executor's own work, logging, metrics), how much of the
+// communication was hidden behind compute, and the kernels that took
+// longest with their achieved GFLOP/s and GB/s (rt::kernelTable, the table
+// KILN_PROFILE prints for any program).
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_PROFILE_H
 #define KILN_TRAIN_PROFILE_H
@@ -31,10 +35,11 @@ struct ProfileSummary {
   double stepMs = 0;      // mean wall time of a profiled step
   double computeMs = 0;   // in kernels, not waiting for communication
   double waitMs = 0;      // in kernels waiting for communication
+  double dataMs = 0;      // waiting for the data loader
   double commMs = 0;      // collectives in flight (union of their intervals)
   double hiddenMs = 0;    // of commMs, while compute ran
-  /// Kernels by total time per step, longest first.
-  std::vector<std::pair<std::string, double>> kernels;
+  /// Kernels per step (time, calls, FLOPs, bytes), longest first.
+  std::vector<rt::KernelStat> kernels;
 };
 
 class Profiler {
@@ -51,8 +56,10 @@ public:
   void beginStep(int64_t s);
   /// After step s: its event on the compute thread.
   void endStep(int64_t s);
-  /// A host interval (data loading, a checkpoint) while recording.
-  void host(const std::string &name, rt::TraceRecorder::Clock::time_point start,
+  /// A host interval while recording: `category` "data" (waiting for the
+  /// loader), "checkpoint" or "eval".
+  void host(const std::string &name, const std::string &category,
+            rt::TraceRecorder::Clock::time_point start,
             rt::TraceRecorder::Clock::time_point end);
 
   ProfileSummary summarize() const;

@@ -223,7 +223,7 @@ LogicalResult KilnLowerToRuntimePass::writeUpdates(func::FuncOp func) {
     }
     kiln::krt::LaunchOp::create(b, ret.getLoc(), "copy", ValueRange{v},
                                 ValueRange{p}, DictionaryAttr::get(func.getContext()),
-                                /*inPlace=*/false, /*stream=*/0);
+                                /*inPlace=*/false, /*stream=*/0, /*flops=*/IntegerAttr());
     ++numLaunches;
   }
   if (kept.size() == ret.getNumOperands())
@@ -346,7 +346,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       kiln::krt::LaunchOp::create(b, loc, "all_reduce_start", ins,
                                   ValueRange{alloc.getResult()},
                                   *collectiveParams(&op), /*inPlace=*/single,
-                                  /*stream=*/0);
+                                  /*stream=*/0, /*flops=*/IntegerAttr());
       ++numLaunches;
       continue;
     }
@@ -361,7 +361,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       kiln::krt::LaunchOp::create(b, loc, "all_reduce_wait",
                                   ValueRange{map.lookupOrDefault(wait.getBucket())},
                                   outs, *collectiveParams(&op),
-                                  /*inPlace=*/outs.size() == 1, /*stream=*/0);
+                                  /*inPlace=*/outs.size() == 1, /*stream=*/0, /*flops=*/IntegerAttr());
       ++numLaunches;
       continue;
     }
@@ -379,7 +379,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       kiln::krt::LaunchOp::create(
           b, loc, kernel,
           ValueRange{map.lookupOrDefault(in)}, ValueRange{alloc.getResult()},
-          *collectiveParams(&op), /*inPlace=*/false, /*stream=*/0);
+          *collectiveParams(&op), /*inPlace=*/false, /*stream=*/0, /*flops=*/IntegerAttr());
       ++numLaunches;
       continue;
     }
@@ -399,8 +399,11 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
     auto launch = kiln::krt::LaunchOp::create(
         b, loc, op.getName().stripDialect(), ins, outs,
         params.getDictionary(op.getContext()),
-        op.hasTrait<kiln::trait::InPlaceElementwise>(), /*stream=*/0);
-    (void)launch;
+        op.hasTrait<kiln::trait::InPlaceElementwise>(), /*stream=*/0, /*flops=*/IntegerAttr());
+    // The op's work, for the profiler's achieved GFLOP/s.
+    if (auto cost = dyn_cast<kiln::CostOpInterface>(op))
+      if (int64_t flops = cost.getFlops(); flops > 0)
+        launch.setFlopsAttr(b.getI64IntegerAttr(flops));
     ++numLaunches;
   }
   for (Operation *op : llvm::reverse(old)) {

@@ -420,6 +420,8 @@ LogicalResult PlanWriter::write(std::string &out) {
       }
       step["attrs"] = std::move(attrs);
       step["loc"] = locString(l.getLoc());
+      if (std::optional<uint64_t> flops = l.getFlops())
+        step["flops"] = (int64_t)*flops;
       steps.push_back(std::move(step));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [k, v] : llvm::enumerate(ret.getOperands())) {

@@ -1,14 +1,15 @@
 // RUN: kiln-opt %s -split-input-file --kiln-lower-to-runtime -verify-diagnostics | FileCheck %s
 
 // Each kiln op becomes an alloc per result and a launch of its kernel with its
-// attributes, defaults included; elementwise ops may run in place.
+// attributes, defaults included, and its FLOPs from CostOpInterface (a 2x8 by
+// 8x16 matmul: 2*2*8*16); elementwise ops may run in place.
 // CHECK-LABEL: func.func @mlp
 // CHECK-SAME: (%[[X:.*]]: memref<2x8xf32> {onnx.name = "x"}, %[[W:.*]]: memref<16x8xf32> {kiln.param, onnx.name = "w"}) -> (memref<2x16xf32> {onnx.name = "y"})
 func.func @mlp(%x: tensor<2x8xf32> {onnx.name = "x"}, %w: tensor<16x8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<2x16xf32> {onnx.name = "y"}) {
   // CHECK: %[[B:.*]] = krt.constant dense<1.000000e+00> : tensor<16xf32> : memref<16xf32>
   %b = kiln.constant dense<1.0> : tensor<16xf32>
   // CHECK: %[[M:.*]] = krt.alloc : memref<2x16xf32>
-  // CHECK: krt.launch "matmul" ins(%[[X]], %[[W]] : memref<2x8xf32>, memref<16x8xf32>) outs(%[[M]] : memref<2x16xf32>) {params = {transpose_lhs = false, transpose_rhs = true}}
+  // CHECK: krt.launch "matmul" ins(%[[X]], %[[W]] : memref<2x8xf32>, memref<16x8xf32>) outs(%[[M]] : memref<2x16xf32>) {params = {transpose_lhs = false, transpose_rhs = true}} flops 512
   %0 = kiln.matmul %x, %w {transpose_rhs = true} : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
   // CHECK: %[[A:.*]] = krt.alloc : memref<2x16xf32>
   // CHECK: krt.launch "add" ins(%[[M]], %[[B]] : memref<2x16xf32>, memref<16xf32>) outs(%[[A]] : memref<2x16xf32>) {in_place}

@@ -4,11 +4,12 @@
 
 // The container starts with the magic and version 1; the header lists the
 // values (input, constant, arena, view), outputs with their ONNX names, and
-// the steps with their attributes and the node they came from.
+// the steps with their attributes, the node they came from and their FLOPs
+// (the op's cost interface).
 // CHECK: KILNPLAN
 // CHECK-SAME: "alignment":64,"arena_bytes":128
 // CHECK-SAME: "inputs":[0],"output_names":["y","z"],"outputs":[2,4]
-// CHECK-SAME: "steps":[{"attrs":{},"inputs":[0,1],"kernel":"add","loc":"add_node","outputs":[2]},{"attrs":{"alpha":0.10000000149011612},"inputs":[3],"kernel":"leaky_relu","loc":"{{.*}}export.mlir:{{[0-9]+}}:{{[0-9]+}}","outputs":[4]}]
+// CHECK-SAME: "steps":[{"attrs":{},"flops":6,"inputs":[0,1],"kernel":"add","loc":"add_node","outputs":[2]},{"attrs":{"alpha":0.10000000149011612},"flops":6,"inputs":[3],"kernel":"leaky_relu","loc":"{{.*}}export.mlir:{{[0-9]+}}:{{[0-9]+}}","outputs":[4]}]
 // CHECK-SAME: "values":[{"dtype":"f32","index":0,"kind":"input","name":"x","shape":[2,3]},{"data_bytes":12,"data_offset":0,"dtype":"f32","kind":"constant","shape":[1,3]},{"dtype":"f32","kind":"arena","offset":0,"shape":[2,3]},{"dtype":"f32","kind":"view","shape":[6],"source":2},{"dtype":"f32","kind":"arena","offset":64,"shape":[6]}],"version":1}
 
 // UNASSIGNED: error: 'func.func' op has no krt.arena_bytes; run --kiln-assign-buffers first

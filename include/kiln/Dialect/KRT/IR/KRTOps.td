@@ -77,6 +77,8 @@ def KRT_LaunchOp : KRT_Op<"launch", [AttrSizedOperandSegments]> {
     attributes. With `in_place`, the kernel is elementwise (it reads element
     `i` of every input before writing element `i`), so buffer assignment may
     give an output the bytes of an input of the same type that dies here.
+    `flops` is the op's floating-point work (its CostOpInterface), carried to
+    the plan for the profiler's achieved GFLOP/s.
     ```mlir
     krt.launch "matmul" ins(%x, %w : memref<4x8xf32>, memref<16x8xf32>)
         outs(%0 : memref<4x16xf32>) {params = {transpose_rhs = true}}
@@ -86,10 +88,11 @@ def KRT_LaunchOp : KRT_Op<"launch", [AttrSizedOperandSegments]> {
                    Variadic<KRT_Buffer>:$outs,
                    DefaultValuedAttr<DictionaryAttr, "{}">:$params,
                    UnitAttr:$in_place,
-                   DefaultValuedAttr<I64Attr, "0">:$stream);
+                   DefaultValuedAttr<I64Attr, "0">:$stream,
+                   OptionalAttr<I64Attr>:$flops);
   let assemblyFormat = [{
     $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)`
-    attr-dict
+    attr-dict (`flops` $flops^)?
   }];
   let hasVerifier = 1;
 }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -134,6 +135,12 @@ public:
   /// name, the ONNX node, the step index); null (the default) records
   /// nothing. Not owned; must outlive runs.
   void setTrace(TraceRecorder *trace);
+  /// During the next run only (not traced): before each optimizer update
+  /// step (a kernel named `*_update`) runs, copies the gradient it reads
+  /// (operand 1) into `(*out)[P]`, P the parameter it updates (operand 0,
+  /// or the parameter it views: with ZeRO, this rank's slice). Not owned;
+  /// must outlive the run. kiln-train's gradient histograms.
+  void captureGradients(std::map<std::string, HostTensor> *out);
   uint64_t seed() const;
   uint64_t step() const;
 

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -26,12 +27,15 @@ namespace kiln::rt {
 /// The threads of a rank's trace.
 enum class TraceThread : int { Compute = 0, Communication = 1, Host = 2 };
 
+/// Extra fields of an event ("args"), as (key, value) strings.
+using TraceArgs = std::vector<std::pair<std::string, std::string>>;
+
 struct TraceEvent {
   std::string name, category;
   TraceThread thread = TraceThread::Compute;
   double startUs = 0, durationUs = 0;
-  /// Extra fields for "args", as (key, value) strings.
-  std::vector<std::pair<std::string, std::string>> args;
+  /// Shared: a kernel's arguments are made once per plan step, not per run.
+  std::shared_ptr<const TraceArgs> args;
 };
 
 class TraceRecorder {
@@ -51,7 +55,11 @@ public:
   /// Records [start, end) when enabled. Thread-safe.
   void record(std::string name, std::string category, TraceThread thread,
               Clock::time_point start, Clock::time_point end,
-              std::vector<std::pair<std::string, std::string>> args = {});
+              TraceArgs args = {});
+  /// The same with arguments shared by many events (no copy).
+  void record(std::string name, std::string category, TraceThread thread,
+              Clock::time_point start, Clock::time_point end,
+              std::shared_ptr<const TraceArgs> args);
 
   /// A copy of the events so far (thread-safe).
   std::vector<TraceEvent> events() const;
@@ -78,6 +86,23 @@ double uncoveredLength(std::vector<std::pair<double, double>> intervals,
 
 /// Total length of the union of `intervals`.
 double unionLength(std::vector<std::pair<double, double>> intervals);
+
+/// One kernel's share of a run (kiln-train --profile per step, KILN_PROFILE
+/// over a program's life).
+struct KernelStat {
+  std::string name;
+  double ms = 0;    // time in it
+  double calls = 0; // launches
+  double flops = 0; // floating-point work done (0: the plan gives none)
+  double bytes = 0; // bytes its operands and results hold
+};
+
+/// The table both profilers print, longest first, at most `top` rows:
+///   "matmul            3.210 ms  41.2%    12 calls   85.3 GFLOP/s   9.1 GB/s"
+/// where the percentage is of `totalMs`; GFLOP/s is left out of kernels
+/// without FLOPs.
+std::vector<std::string> kernelTable(std::vector<KernelStat> stats,
+                                     double totalMs, size_t top);
 
 } // namespace kiln::rt
 
