@@ -481,23 +481,7 @@ void Dataset::gather(const std::vector<uint64_t> &order, uint64_t begin,
   std::vector<uint8_t *> dst(sources_.size());
   for (size_t k = 0; k < sources_.size(); ++k)
     dst[k] = static_cast<uint8_t *>(out[k].data());
-  // The samples lie at random places in the mapped files: asking for the
-  // first cache lines of sample i + kAhead while sample i is copied keeps
-  // several misses (and page walks) in flight instead of one at a time.
-  const int64_t kAhead = 8;
-  auto prefetch = [&](int64_t i) {
-    uint64_t id = sampleId(order[begin + (uint64_t)i]);
-    for (const Source &s : sources_) {
-      const uint8_t *p = s.sample(id);
-      for (uint64_t o = 0; o < std::min<uint64_t>(s.srcSampleBytes, 512); o += 64)
-        __builtin_prefetch(p + o);
-    }
-  };
-  for (int64_t i = 0; i < std::min(kAhead, batch_); ++i)
-    prefetch(i);
   for (int64_t i = 0; i < batch_; ++i) {
-    if (i + kAhead < batch_)
-      prefetch(i + kAhead);
     uint64_t id = sampleId(order[begin + (uint64_t)i]);
     for (size_t k = 0; k < sources_.size(); ++k) {
       const Source &s = sources_[k];
