@@ -4,8 +4,9 @@
 // kiln-compile appends a @train_step plan, a config, the ONNX model and an
 // eval plan to a copy of this binary (Payload.h). Run, it trains:
 //
-//   OUT --data NAME=FILE.npy [--data ...] (--steps N | --epochs N)
-//       [--no-shuffle] [--seed S] [--log-every N] [--metrics FILE.jsonl]
+//   OUT --data NAME=FILE.npy|GLOB|DIR [--data ...] (--steps N | --epochs N)
+//       [--no-shuffle] [--seed S] [--loader-threads N] [--drop-nonfinite]
+//       [--log-every N] [--metrics FILE.jsonl]
 //       [--export-onnx FILE.onnx] [--checkpoint-dir DIR] [--checkpoint-every N]
 //       [--keep-checkpoints K] [--resume] [--eval-data NAME=FILE.npy ...]
 //       [--eval-every N] [--threads N] [--ranks-per-node N] [--debug-nan]
@@ -60,11 +61,17 @@ const char *kUsage =
     "Trains the model compiled into this executable (kiln-compile).\n"
     "\n"
     "  --data NAME=FILE.npy     bind a model input (or the labels) to a NumPy array\n"
-    "                           whose first axis indexes samples (repeatable)\n"
+    "                           whose first axis indexes samples (repeatable);\n"
+    "                           NAME=GLOB ('x-*.npy', sorted by name) or NAME=DIR\n"
+    "                           (DIR/manifest.json lists the files) bind shards\n"
+    "                           read as one array\n"
     "  --steps N                run until N steps are done\n"
     "  --epochs N               run N epochs (floor(samples / batch) steps each)\n"
     "  --no-shuffle             use the file order (default: shuffle every epoch)\n"
     "  --seed S                 data order and dropout seed (default 0)\n"
+    "  --loader-threads N       threads gathering batches ahead of the step\n"
+    "                           (default 2)\n"
+    "  --drop-nonfinite         leave out the samples with a NaN or an infinity\n"
     "  --log-every N            a log line every N steps (default 10; 0: none)\n"
     "  --metrics FILE.jsonl     one JSON object per step\n"
     "  --export-onnx FILE.onnx  write the model with its trained initializers\n"
@@ -72,7 +79,8 @@ const char *kUsage =
     "  --checkpoint-every N     every N steps)\n"
     "  --keep-checkpoints K     keep the newest K (default 3)\n"
     "  --resume                 continue from the newest good checkpoint in DIR\n"
-    "  --eval-data NAME=FILE    held-out data for the eval plan (repeatable);\n"
+    "  --eval-data NAME=FILE    held-out data for the eval plan (repeatable; FILE,\n"
+    "                           GLOB or DIR as for --data);\n"
     "                           evaluated at the end\n"
     "  --eval-every N           ... and every N steps\n"
     "  --threads N              worker threads (default: OpenMP's)\n"
@@ -110,6 +118,8 @@ struct Options {
   int64_t checkpointEvery = 0, keepCheckpoints = 3, evalEvery = 0;
   bool resume = false, debugNan = false;
   int64_t threads = 0;
+  int64_t loaderThreads = 2;
+  bool dropNonFinite = false;
   int64_t ranksPerNode = 0; // 0: the ranks sharing memory form a node
   std::string profile, profileSteps;
   std::vector<std::string> alerts;
@@ -142,6 +152,8 @@ bool parseArgs(int argc, char **argv, Options &o) {
       .integer("--epochs", epochs, 1, kMaxSteps, &epochsGiven)
       .flag("--no-shuffle", noShuffle)
       .unsignedInteger("--seed", o.seed, &o.seedGiven)
+      .integer("--loader-threads", o.loaderThreads, 1, 256)
+      .flag("--drop-nonfinite", o.dropNonFinite)
       .integer("--log-every", o.logEvery, 0, kNoMax)
       .text("--metrics", o.metrics)
       .text("--export-onnx", o.exportOnnx)
@@ -365,10 +377,12 @@ int runTraining(int argc, char **argv) {
   // the executable or a special file would replace it.
   {
     std::vector<rt::NamedInput> inputs;
-    for (const auto &[name, file] : opt.data)
-      inputs.push_back({file, "--data " + name});
-    for (const auto &[name, file] : opt.evalData)
-      inputs.push_back({file, "--eval-data " + name});
+    for (const auto &[name, value] : opt.data)
+      for (const std::string &file : dataFiles("--data", name, value))
+        inputs.push_back({file, "--data " + name});
+    for (const auto &[name, value] : opt.evalData)
+      for (const std::string &file : dataFiles("--eval-data", name, value))
+        inputs.push_back({file, "--eval-data " + name});
     const char *payloadEnv = std::getenv("KILN_TRAIN_PAYLOAD");
     inputs.push_back({"/proc/self/exe", "the executable"});
     if (payloadEnv && *payloadEnv)
@@ -393,7 +407,11 @@ int runTraining(int argc, char **argv) {
   if (!opt.exportOnnx.empty())
     checkExportable(payload.model, opt.exportOnnx);
   Dataset data;
-  data.open(opt.data, config.data, config.batchSize, "--data");
+  DataOptions dataOptions;
+  dataOptions.dropNonFinite = opt.dropNonFinite;
+  dataOptions.threads = (int)opt.loaderThreads;
+  data.open(opt.data, config.data, config.batchSize, "--data",
+            /*partialBatch=*/false, dataOptions);
   if (config.dp > 1)
     data.setShard(rank, config.dp);
   if (config.loss == "cross-entropy" && config.numClasses)
@@ -518,6 +536,10 @@ int runTraining(int argc, char **argv) {
     if (!resumedFrom.empty())
       head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
     log.message(head);
+    if (opt.dropNonFinite)
+      log.message("data: dropped " + std::to_string(data.dropped()) + " of " +
+                  std::to_string(data.arraySamples()) + " samples with NaN/Inf" +
+                  (data.dropped() ? " (first: " + data.firstDropped() + ")" : ""));
     if (config.dp > 1) {
       // What each rank holds: ZeRO-1 keeps 1/dp of the optimizer state,
       // ZeRO-3 also of the parameters it splits.
@@ -650,8 +672,11 @@ int runTraining(int argc, char **argv) {
     slowMs = ms;
   }
 
+  std::optional<LoaderStats> loaderStats;
   if (first < total) {
-    Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total);
+    LoaderOptions loader;
+    loader.threads = (int)opt.loaderThreads;
+    Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total, loader);
     double commSentBefore =
         hierarchical ? (double)hierarchical->stats().bytesSent : 0.0;
     auto last = std::chrono::steady_clock::now();
@@ -877,6 +902,7 @@ int runTraining(int argc, char **argv) {
       // Time spent on evals and checkpoints is no step's.
       last = std::chrono::steady_clock::now();
     }
+    loaderStats = prefetch.stats();
     if (store)
       saveCheckpoint(total);
   }
@@ -920,6 +946,12 @@ int runTraining(int argc, char **argv) {
                 std::to_string((long long)(st.collectives / (total - first))) +
                 " collectives per step");
   }
+  if (loaderStats)
+    log.message("data: " + fmt("%.0f", loaderStats->samplesPerSecond()) +
+                " samples/s loaded on " + std::to_string(loaderStats->threads) +
+                " thread" + (loaderStats->threads == 1 ? "" : "s") +
+                ", the step waited on data " +
+                fmt("%.1f", 100 * loaderStats->waitFraction()) + "% of the time");
   if (tb)
     tb->flush();
   log.finish();

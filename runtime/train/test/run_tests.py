@@ -440,6 +440,96 @@ def main():
         check(a == b, "i32 labels train differently")
     t.ok("integer labels of another dtype are widened", widened_labels)
 
+    # -- Sharded data, loader threads, --drop-nonfinite. ----------------------
+    def shard(d, name, arr, sizes, sub):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+        files, at = [], 0
+        for k, n in enumerate(sizes):
+            f = "%s-%03d.npy" % (name, k)
+            np.save(os.path.join(d, sub, f), arr[at:at + n])
+            files.append(f)
+            at += n
+        check(at == len(arr), "shard sizes")
+        return files
+
+    def sharded_same_losses():
+        x = np.load(os.path.join(sm, "x.npy"))
+        y = np.load(os.path.join(sm, "y.npy"))
+        # 100 samples: x in 7 shards (one empty), labels in 3, of other sizes.
+        xf = shard(sm, "x", x, [30, 1, 0, 20, 9, 33, 7], "shards")
+        yf = shard(sm, "y", y, [50, 25, 25], "shards")
+        with open(os.path.join(sm, "shards", "manifest.json"), "w") as f:
+            json.dump({"inputs": {"x": xf, "labels": yf}}, f)
+        ref = run_full(sm, sm_data, 30, "one.jsonl", "--seed", "3")
+        got = run_full(sm, ["--data", "x=shards/x-*.npy", "--data", "labels=shards/y-*.npy"],
+                       30, "glob.jsonl", "--seed", "3", "--loader-threads", "3")
+        check(got == ref, "a glob over shards trains differently than one file")
+        got = run_full(sm, ["--data", "x=shards", "--data", "labels=shards/"], 30,
+                       "manifest.jsonl", "--seed", "3", "--loader-threads", "1")
+        check(got == ref, "a manifest's shards train differently than one file")
+        # Resume mid-epoch (12 steps/epoch) from a sharded run.
+        ck = os.path.join(sm, "ck_shards")
+        shutil.rmtree(ck, ignore_errors=True)
+        sd = ["--data", "x=shards/x-*.npy", "--data", "labels=shards"]
+        succeeded(t.run(sm, *sd, "--steps", "17", "--seed", "3", "--checkpoint-dir",
+                        "ck_shards", "--metrics", "r1.jsonl", "--log-every", "0"))
+        succeeded(t.run(sm, *sd, "--steps", "30", "--seed", "3", "--checkpoint-dir",
+                        "ck_shards", "--resume", "--metrics", "r1.jsonl", "--log-every",
+                        "0", "--loader-threads", "4"))
+        got = [m["loss"] for m in metrics(os.path.join(sm, "r1.jsonl"))]
+        check(got == ref, "sharded resume at step 17 differs")
+        # The eval data may be a glob too.
+        r = t.run(sm, *sd, "--steps", "3", "--eval-data", "x=shards/x-00[0-6].npy",
+                  "--eval-data", "labels=shards")
+        succeeded(r)
+        check("eval: loss" in r.stdout and "(100 samples)" in r.stdout, r.stdout)
+    t.ok("sharded data (glob, manifest) trains as one file; resume; threads",
+         sharded_same_losses)
+
+    def data_line():
+        import re
+        for threads, word in (([], "2 threads"), (["--loader-threads", "1"], "1 thread")):
+            r = t.run(lin, *lin_data, "--steps", "20", "--log-every", "0", *threads)
+            succeeded(r)
+            lines = [l for l in r.stdout.splitlines() if l.startswith("data: ")]
+            check(len(lines) == 1, "data lines %r" % lines)
+            pat = (r"^data: \d+ samples/s loaded on %s, the step waited on data "
+                   r"\d+\.\d%% of the time$" % word)
+            check(re.match(pat, lines[0]), "data line %r" % lines[0])
+    t.ok("the end-of-run data line", data_line)
+
+    def drop_nonfinite():
+        x = np.load(os.path.join(sm, "x.npy"))
+        y = np.load(os.path.join(sm, "y.npy"))
+        xn = x.copy()
+        xn[3, 2] = np.nan
+        xn[40, 0] = np.inf
+        xn[77, 7] = -np.inf
+        os.makedirs(os.path.join(sm, "dn"), exist_ok=True)
+        shard(sm, "x", xn, [50, 50], "dn")
+        keep = [i for i in range(100) if i not in (3, 40, 77)]
+        np.save(os.path.join(sm, "dn", "xk.npy"), x[keep])
+        np.save(os.path.join(sm, "dn", "yk.npy"), y[keep])
+        ref = run_full(sm, ["--data", "x=dn/xk.npy", "--data", "labels=dn/yk.npy"], 30,
+                       "kept.jsonl", "--seed", "2")
+        r = t.run(sm, "--data", "x=dn/x-*.npy", "--data", "labels=y.npy", "--steps", "30",
+                  "--seed", "2", "--drop-nonfinite", "--metrics", "dn.jsonl")
+        succeeded(r)
+        got = [m["loss"] for m in metrics(os.path.join(sm, "dn.jsonl"))]
+        check(got == ref, "--drop-nonfinite trains differently than the kept samples")
+        check("data: dropped 3 of 100 samples with NaN/Inf (first: dn/x-000.npy sample 3)"
+              in r.stdout.splitlines(), r.stdout)
+        check("97 samples" in r.stdout, r.stdout)
+        # Without the flag the NaN stops the run, as before.
+        r = t.run(sm, "--data", "x=dn/x-*.npy", "--data", "labels=y.npy", "--steps", "30",
+                  "--no-shuffle")
+        check(r.returncode == 1 and "loss is NaN" in r.stderr, r.stderr)
+        r = t.run(sm, *sm_data, "--steps", "2", "--drop-nonfinite")
+        succeeded(r)
+        check("data: dropped 0 of 100 samples with NaN/Inf" in r.stdout.splitlines(),
+              r.stdout)
+    t.ok("--drop-nonfinite leaves out NaN/Inf samples, logged", drop_nonfinite)
+
     # -- Bad input: one line on stderr, exit 1. -------------------------------
     bad = os.path.join(t.work, "bad")
     os.makedirs(bad)
@@ -455,6 +545,10 @@ def main():
     xn = x.copy()
     xn[3, 2] = np.nan
     np.save(os.path.join(bad, "xnan.npy"), xn)
+    xn9 = xn[:9].copy()
+    xn9[5, 0] = -np.inf
+    np.save(os.path.join(bad, "nan9_x.npy"), xn9)
+    np.save(os.path.join(bad, "nan9_y.npy"), y[:9])
     # Finite, but dropout's 1/(1-0.2) scaling overflows it to infinity.
     np.save(os.path.join(bad, "xbig.npy"), np.full_like(x, 3e38))
     with open(os.path.join(bad, "notnpy.npy"), "wb") as f:
@@ -465,6 +559,15 @@ def main():
     full = open(os.path.join(sm, "payload.bin"), "rb").read()
     with open(os.path.join(bad, "cut.bin"), "wb") as f:
         f.write(full[:len(full) // 2] + full[-72:])
+    for sub, arrs in (("shape", [x[:50], x[50:].reshape(50, 2, 4)]),
+                      ("dtype", [x[:50], x[50:].astype(np.float64)])):
+        os.makedirs(os.path.join(bad, sub))
+        for k, a in enumerate(arrs):
+            np.save(os.path.join(bad, sub, "x-%d.npy" % k), a)
+    os.makedirs(os.path.join(bad, "man"))
+    with open(os.path.join(bad, "man", "manifest.json"), "w") as f:
+        json.dump({"inputs": {"x": ["../../sm/x.npy"]}}, f)
+    os.makedirs(os.path.join(bad, "noman"))
     B = os.path.join(bad, "")
     exe = os.path.join(sm, "model.train")
     cases = [
@@ -492,6 +595,36 @@ def main():
         ("not a .npy", sm, ["--data", "x=%snotnpy.npy" % B, "--data", "labels=y.npy",
                             "--steps", "3"], None,
          "--data x: %snotnpy.npy: not a .npy file (bad magic)" % B),
+        ("a glob matching nothing", sm, ["--data", "x=nothing*.npy", "--data", "labels=y.npy",
+                                         "--steps", "3"], None,
+         "--data x=nothing*.npy: no file matches"),
+        ("an eval glob matching nothing", sm, sm_data + ["--steps", "3", "--eval-data",
+                                                         "x=x-[0-9].npy", "--eval-data",
+                                                         "labels=y.npy"], None,
+         "--eval-data x=x-[0-9].npy: no file matches"),
+        ("shards of different sample shapes", sm, ["--data", "x=%sshape/x-*.npy" % B,
+                                                   "--data", "labels=y.npy", "--steps", "3"],
+         None, "--data x: %sshape/x-1.npy holds f32 samples of shape [2,4], "
+               "%sshape/x-0.npy holds f32 samples of shape [8]; the shards of an input "
+               "must agree" % (B, B)),
+        ("shards of different dtypes", sm, ["--data", "x=%sdtype/x-*.npy" % B,
+                                            "--data", "labels=y.npy", "--steps", "3"],
+         None, "--data x: %sdtype/x-1.npy holds f64 samples of shape [8], "
+               "%sdtype/x-0.npy holds f32 samples of shape [8]; the shards of an input "
+               "must agree" % (B, B)),
+        ("a manifest without the input", sm, ["--data", "x=%sman" % B, "--data",
+                                              "labels=%sman" % B, "--steps", "3"], None,
+         "--data labels: %sman/manifest.json: it lists no input 'labels' (it lists x)" % B),
+        ("a directory without a manifest", sm, ["--data", "x=%snoman" % B, "--data",
+                                                "labels=y.npy", "--steps", "3"], None,
+         "--data x: %snoman is a directory, and %snoman/manifest.json: " % (B, B)),
+        ("--loader-threads 0", sm, sm_data + ["--steps", "3", "--loader-threads", "0"], None,
+         "--loader-threads needs a positive integer, got '0'"),
+        ("--drop-nonfinite leaves too few", sm, ["--data", "x=%snan9_x.npy" % B, "--data",
+                                                 "labels=%snan9_y.npy" % B, "--steps", "3",
+                                                 "--drop-nonfinite"], None,
+         "--data x: %snan9_x.npy has 9 samples, 7 kept after dropping those with NaN/Inf, "
+         "fewer than one batch of 8" % B),
         ("missing file", sm, ["--data", "x=nope.npy", "--data", "labels=y.npy", "--steps", "3"],
          None, "--data x: nope.npy: No such file or directory"),
         ("unwritable checkpoint dir", sm, sm_data + ["--steps", "3", "--checkpoint-dir",
