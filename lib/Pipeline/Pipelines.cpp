@@ -211,6 +211,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     lo.logits = opts.logits;
     lo.labels = opts.labels;
     lo.lossOutput = opts.lossOutput;
+    lo.softLabels = opts.softLabels;
     pm.addPass(createKilnAttachLossPass(lo));
     if (failed(pm.run(*module)))
       return fail("loss");
@@ -368,6 +369,14 @@ bool kiln::compileONNXToTraining(const std::string &path,
       auto lt = cast<RankedTensorType>(ce.getLogits().getType());
       numClasses = lt.getDimSize(ce.getClassAxis());
     });
+  // Soft labels have the logits' shape: the class axis is their last.
+  if (loss == LossKind::CrossEntropy && opts.softLabels)
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (auto n = step.getArgAttrOfType<StringAttr>(i, "onnx.name"))
+        if (n.getValue() == opts.labels && !isParam(step, i))
+          numClasses = cast<RankedTensorType>(step.getArgument(i).getType())
+                           .getShape()
+                           .back();
   auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes));
   llvm::json::Object config{
       {key(K::Format), rt::kTrainConfigFormat},
@@ -400,6 +409,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
       {key(K::LrInput), kLrInputName},
       {key(K::StepInput), kStepInputName}};
   config[key(K::Precision)] = opts.precision;
+  if (opts.softLabels)
+    config[key(K::SoftLabels)] = true;
   if (lossScaling)
     config[key(K::LossScale)] = llvm::json::Object{
         {key(K::LossScaleMode), staticScale > 0 ? "static" : "dynamic"},

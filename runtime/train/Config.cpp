@@ -54,6 +54,16 @@ double getNumber(const json &obj, Key k, const std::string &where = "") {
   return d;
 }
 
+/// A boolean field; the table's default when absent or null.
+bool getBool(const json &obj, Key k, const std::string &where = "") {
+  const json *v = field(obj, k);
+  if (!v)
+    return rt::trainConfigField(k).dflt.boolean;
+  if (!v->is_boolean())
+    bad(where + "'" + key(k) + "' must be true or false");
+  return v->get<bool>();
+}
+
 /// An integer field; the table's default, or none, when absent or null.
 std::optional<int64_t> getInt(const json &obj, Key k,
                               const std::string &where = "") {
@@ -132,6 +142,7 @@ Config parseConfig(std::string_view text) {
     if (c.numClasses && *c.numClasses <= 0)
       bad("'num_classes' must be positive");
     c.ignoreIndex = getInt(j, Key::IgnoreIndex);
+    c.softLabels = getBool(j, Key::SoftLabels);
     const json *data = field(j, Key::Data);
     if (!data || !data->is_array())
       bad("'data' must be an array");

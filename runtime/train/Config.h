@@ -65,6 +65,9 @@ struct Config {
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;
+  /// Cross-entropy against float probability rows of the logits' shape
+  /// (kiln-compile --soft-labels) instead of class indices.
+  bool softLabels = false;
   std::vector<DataSpec> data;
   std::string optimizer = defaultString(rt::TrainConfigKey::OptimizerName);
   double lr = rt::trainConfigField(rt::TrainConfigKey::OptimizerLr).dflt.number;

@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "Eval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,6 +44,21 @@ int64_t loadLabel(const rt::HostTensor &t, int64_t i) {
   case DType::U64: return (int64_t)t.as<uint64_t>()[i];
   default: return -1;
   }
+}
+
+/// The first index of the largest of values [i·c, (i+1)·c) (a NaN counts as
+/// the largest, as torch.argmax).
+int64_t argmaxRow(const rt::HostTensor &t, int64_t i, int64_t c) {
+  int64_t best = 0;
+  double bestV = loadFloat(t, i * c);
+  for (int64_t j = 1; j < c; ++j) {
+    double v = loadFloat(t, i * c + j);
+    if (v > bestV || (std::isnan(v) && !std::isnan(bestV))) {
+      bestV = v;
+      best = j;
+    }
+  }
+  return best;
 }
 
 } // namespace
@@ -140,13 +156,19 @@ EvalResult Evaluator::run(const rt::Program &train, int64_t step,
 
   const uint64_t n = data_.numSamples(), b = (uint64_t)data_.batch();
   const rt::HostTensor *labels = labelsSource_ >= 0 ? &batch[labelsSource_] : nullptr;
+  // Soft labels (--soft-labels) hold a probability row of `classes` values
+  // per position; their class is the row's argmax.
+  const bool soft = labels && config_.softLabels;
+  const int64_t classes =
+      soft && !labels->shape().empty() ? std::max<int64_t>(labels->shape().back(), 1) : 1;
   // Positions per sample: the loss is a mean over label positions (those
   // equal to ignore_index excluded) for cross-entropy, over samples else.
-  const int64_t perSample = labels && b ? labels->numel() / (int64_t)b : 1;
+  const int64_t perSample =
+      labels && b ? labels->numel() / (int64_t)b / classes : 1;
   auto counted = [&](int64_t sample) -> uint64_t {
     if (!labels || config_.loss != "cross-entropy")
       return 1;
-    if (!config_.ignoreIndex)
+    if (!config_.ignoreIndex || soft)
       return (uint64_t)perSample;
     uint64_t c = 0;
     for (int64_t i = 0; i < perSample; ++i)
@@ -166,21 +188,13 @@ EvalResult Evaluator::run(const rt::Program &train, int64_t step,
     if (logitsOut_ >= 0) {
       const rt::HostTensor &logits = outputs[logitsOut_];
       int64_t c = logits.shape().empty() ? 0 : logits.shape().back();
-      if (c > 0 && logits.numel() == labels->numel() * c) {
+      if (c > 0 && logits.numel() == labels->numel() / classes * c &&
+          (!soft || classes == c)) {
         for (int64_t i = 0; i < use * perSample; ++i) {
-          int64_t y = loadLabel(*labels, i);
-          if (config_.ignoreIndex && y == *config_.ignoreIndex)
+          int64_t y = soft ? argmaxRow(*labels, i, c) : loadLabel(*labels, i);
+          if (!soft && config_.ignoreIndex && y == *config_.ignoreIndex)
             continue;
-          int64_t best = 0;
-          double bestV = loadFloat(logits, i * c);
-          for (int64_t j = 1; j < c; ++j) {
-            double v = loadFloat(logits, i * c + j);
-            if (v > bestV || (std::isnan(v) && !std::isnan(bestV))) {
-              bestV = v;
-              best = j;
-            }
-          }
-          correct += best == y;
+          correct += argmaxRow(logits, i, c) == y;
           ++scored;
         }
       }

@@ -6,7 +6,9 @@
 // arrays in file order, full batches only, with the train program's current
 // parameters. Accuracy (cross-entropy with a `logits` output) is the
 // fraction of label positions, ignore_index excluded, where the argmax over
-// the last axis of the logits equals the label.
+// the last axis of the logits equals the label; with soft labels
+// (--soft-labels: a probability row per position) the label is the row's
+// argmax.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_EVAL_H
 #define KILN_TRAIN_EVAL_H

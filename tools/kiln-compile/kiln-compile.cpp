@@ -3,7 +3,7 @@
 //
 //   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
 //     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2|3] [--sync-batchnorm]] [--loss cross-entropy|mse|output] [--logits NAME]
-//     [--labels NAME] [--loss-output NAME]
+//     [--labels NAME] [--soft-labels] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
 //     [--nesterov] [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]
 //     [--freeze REGEX] [--clip-grad-norm F]
@@ -158,6 +158,12 @@ cl::opt<std::string> labels("labels",
                                      "loss adds (default: labels)"),
                             cl::value_desc("NAME"), cl::init(kDefaults.labels),
                             cl::cat(kilnCategory));
+cl::opt<bool> softLabels(
+    "soft-labels",
+    cl::desc("with --loss cross-entropy: the labels are float probability "
+             "rows of the logits' shape (mixup, cutmix) instead of class "
+             "indices"),
+    cl::init(kDefaults.softLabels), cl::cat(kilnCategory));
 cl::opt<std::string> lossOutput("loss-output",
                                 cl::desc("with --loss output: the scalar model "
                                          "output to minimise"),
@@ -305,6 +311,7 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
   opts.loss = loss;
   opts.logits = logits;
   opts.labels = labels;
+  opts.softLabels = softLabels;
   opts.lossOutput = lossOutput;
   opts.optimizer = optimizer;
   opts.lr = lr;
@@ -339,6 +346,8 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     die("--emit must be exe, mlir or plan, got '" + emitKind + "'");
   if (!symbolizeLossKind(opts.loss))
     die("--loss must be cross-entropy, mse or output, got '" + opts.loss + "'");
+  if (opts.softLabels && opts.loss != "cross-entropy")
+    die("--soft-labels goes with --loss cross-entropy, got --loss " + opts.loss);
   if (opts.loss == "output" && opts.lossOutput.empty())
     die("--loss output needs --loss-output NAME (the scalar model output to minimise)");
   if (opts.optimizer == "none" && emitKind == "exe")

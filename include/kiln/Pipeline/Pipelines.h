@@ -42,6 +42,9 @@ struct TrainCompileOptions {
   ImportOptions import;
   std::string loss = "cross-entropy"; // cross-entropy | mse | output
   std::string logits, labels = "labels", lossOutput;
+  /// With cross-entropy: float labels of the logits' shape, a probability
+  /// row per position (--soft-labels), instead of class indices.
+  bool softLabels = false;
   std::string optimizer = "sgd";
   double lr = -1; // -1: 0.01 for sgd/momentum, 0.001 for adam/adamw
   double momentum = 0.9, weightDecay = -1, beta1 = 0.9, beta2 = 0.999,

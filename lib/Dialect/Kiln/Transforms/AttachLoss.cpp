@@ -1,7 +1,8 @@
 //===- AttachLoss.cpp - --kiln-attach-loss ----------------------*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// Makes @forward return the scalar loss first: an appended cross-entropy or
+// Makes @forward return the scalar loss first: an appended cross-entropy
+// (against class indices, or with soft-labels against probability rows) or
 // mse against a new labels argument, or a model output that already is the
 // loss (docs/Training.md).
 //===----------------------------------------------------------------------===//
@@ -57,6 +58,26 @@ struct AttachLossPass
     return f.emitError() << flag << ": the model has no output '" << name << "'";
   }
 
+  /// mean over the positions of -sum_c y_c * log_softmax(z)_c, the class
+  /// on the last axis, from differentiable ops (autodiff needs nothing new;
+  /// a one-hot y gives softmax_cross_entropy's value).
+  static Value softCrossEntropy(OpBuilder &b, Location loc, Value logits,
+                                Value labels) {
+    auto t = cast<RankedTensorType>(logits.getType());
+    int64_t classAxis = t.getRank() - 1;
+    Value logp = kiln::LogSoftmaxOp::create(b, loc, logits,
+                                            b.getI64IntegerAttr(classAxis));
+    Value prod = kiln::MulOp::create(b, loc, labels, logp);
+    Value perPos = kiln::ReduceSumOp::create(
+        b, loc, prod, b.getDenseI64ArrayAttr({classAxis}), b.getBoolAttr(false));
+    SmallVector<int64_t> all(classAxis);
+    for (int64_t d = 0; d < classAxis; ++d)
+      all[d] = d;
+    Value mean = kiln::ReduceMeanOp::create(
+        b, loc, perPos, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
+    return kiln::NegOp::create(b, loc, mean.getType(), mean);
+  }
+
   LogicalResult attach(func::FuncOp f) {
     MLIRContext *ctx = f.getContext();
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
@@ -104,9 +125,12 @@ struct AttachLossPass
           return f.emitError() << "--loss cross-entropy: output '"
                                << resultName(f, *idx) << "' has type " << t
                                << "; logits need a batch and a class axis";
-        labelType = RankedTensorType::get(t.getShape().drop_back(),
-                                          IntegerType::get(ctx, 64));
+        labelType = softLabels ? Type(t)
+                               : RankedTensorType::get(t.getShape().drop_back(),
+                                                       IntegerType::get(ctx, 64));
       } else {
+        if (softLabels)
+          return f.emitError() << "--soft-labels goes with --loss cross-entropy";
         labelType = t;
       }
       unsigned pos = 0;
@@ -120,7 +144,9 @@ struct AttachLossPass
         return failure();
       Value lab = f.getArgument(pos);
       Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
-      if (loss == LossKind::CrossEntropy)
+      if (loss == LossKind::CrossEntropy && softLabels)
+        lossValue = softCrossEntropy(b, loc, out, lab);
+      else if (loss == LossKind::CrossEntropy)
         lossValue = kiln::SoftmaxCrossEntropyOp::create(
             b, loc, out, lab, Value(), b.getStringAttr("mean"), IntegerAttr(),
             b.getI64IntegerAttr(t.getRank() - 1));

@@ -15,7 +15,12 @@ def KilnAttachLossPass : Pass<"kiln-attach-loss", "mlir::ModuleOp"> {
     `loss=cross-entropy`: appends `kiln.softmax_cross_entropy` (class on the
     last axis, mean) of the output named `logits` against a new i64 argument
     named `labels` (the logits' shape without the last axis), placed after
-    the data inputs. `loss=mse`: `kiln.mse_loss` (mean) against a new argument
+    the data inputs. With `soft-labels`, the labels argument has the logits'
+    type and holds a probability row per position (mixup, cutmix, label
+    smoothing), and the loss is the mean over the positions of
+    `-sum_c y_c * log_softmax(z)_c`, built from `kiln.log_softmax`,
+    `kiln.mul`, `kiln.reduce_sum`, `kiln.reduce_mean` and `kiln.neg` (as
+    PyTorch's `F.cross_entropy` with probability targets). `loss=mse`: `kiln.mse_loss` (mean) against a new argument
     of the output's type. `loss=output`: the model already computes the loss;
     `loss-output` names the scalar output. In every case the loss becomes
     result 0, tagged `kiln.loss` and named `loss`; the other results stay.
@@ -34,6 +39,9 @@ def KilnAttachLossPass : Pass<"kiln-attach-loss", "mlir::ModuleOp"> {
            "Name of the labels argument an appended loss adds">,
     Option<"lossOutput", "loss-output", "std::string", "\"\"",
            "With loss=output: the scalar output to minimise">,
+    Option<"softLabels", "soft-labels", "bool", "false",
+           "With loss=cross-entropy: float labels of the logits' shape "
+           "(a probability row per position) instead of class indices">,
   ];
 }
 

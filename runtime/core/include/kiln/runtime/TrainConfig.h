@@ -42,6 +42,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(Labels, Top, "labels", String, false, false, "labels")                     \
   X(NumClasses, Top, "num_classes", Integer, false, true, nullptr)             \
   X(IgnoreIndex, Top, "ignore_index", Integer, false, true, nullptr)           \
+  X(SoftLabels, Top, "soft_labels", Boolean, false, false, false)              \
   X(Data, Top, "data", Array, true, false, nullptr)                            \
   X(Optimizer, Top, "optimizer", Object, false, false, nullptr)                \
   X(Schedule, Top, "schedule", Object, false, false, nullptr)                  \
