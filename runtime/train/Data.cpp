@@ -483,36 +483,39 @@ void Dataset::gather(const std::vector<uint64_t> &order, uint64_t begin,
     dst[k] = static_cast<uint8_t *>(out[k].data());
   for (int64_t i = 0; i < batch_; ++i) {
     uint64_t id = sampleId(order[begin + (uint64_t)i]);
-    for (size_t k = 0; k < sources_.size(); ++k) {
-      const Source &s = sources_[k];
-      const uint8_t *src = s.sample(id);
-      uint8_t *d = dst[k] + (uint64_t)i * s.dstSampleBytes;
-      switch (s.conversion) {
-      case Conversion::Copy:
-        std::memcpy(d, src, s.srcSampleBytes);
-        break;
-      case Conversion::Widen:
-        for (uint64_t e = 0; e < s.sampleElems; ++e) {
-          int64_t v = 0;
-          loadInt(s.fileDtype, src, e, v);
-          storeInt(s.spec.dtype, d, e, v);
-        }
-        break;
-      case Conversion::OneHot: {
-        int64_t v = -1, c = s.spec.sampleShape[0];
-        std::memset(d, 0, s.dstSampleBytes);
-        // Checked when opened; the mapped file may have changed since.
-        if (!loadInt(s.fileDtype, src, 0, v) || v < 0 || v >= c)
-          fail(flag_ + " " + s.name + ": sample " + std::to_string(id) +
-               " changed to a class outside [0, " + std::to_string(c) +
-               ") while training");
-        storeOne(s.spec.dtype, d + (uint64_t)v * rt::dtypeSize(s.spec.dtype));
-        break;
-      }
-      }
-    }
+    for (size_t k = 0; k < sources_.size(); ++k)
+      copySample(k, id, dst[k] + (uint64_t)i * sources_[k].dstSampleBytes);
     if (hook)
       (*hook)(out, i, id, epoch);
+  }
+}
+
+void Dataset::copySample(size_t k, uint64_t id, void *out) const {
+  const Source &s = sources_[k];
+  const uint8_t *src = s.sample(id);
+  uint8_t *d = static_cast<uint8_t *>(out);
+  switch (s.conversion) {
+  case Conversion::Copy:
+    std::memcpy(d, src, s.srcSampleBytes);
+    break;
+  case Conversion::Widen:
+    for (uint64_t e = 0; e < s.sampleElems; ++e) {
+      int64_t v = 0;
+      loadInt(s.fileDtype, src, e, v);
+      storeInt(s.spec.dtype, d, e, v);
+    }
+    break;
+  case Conversion::OneHot: {
+    int64_t v = -1, c = s.spec.sampleShape[0];
+    std::memset(d, 0, s.dstSampleBytes);
+    // Checked when opened; the mapped file may have changed since.
+    if (!loadInt(s.fileDtype, src, 0, v) || v < 0 || v >= c)
+      fail(flag_ + " " + s.name + ": sample " + std::to_string(id) +
+           " changed to a class outside [0, " + std::to_string(c) +
+           ") while training");
+    storeOne(s.spec.dtype, d + (uint64_t)v * rt::dtypeSize(s.spec.dtype));
+    break;
+  }
   }
 }
 

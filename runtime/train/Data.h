@@ -191,6 +191,9 @@ public:
   void gather(const std::vector<uint64_t> &order, uint64_t begin,
               std::vector<rt::HostTensor> &out, const SampleHook *hook = nullptr,
               uint64_t epoch = 0) const;
+  /// Copies sample `id` (an index into the arrays) of source `k` into `out`
+  /// (one sample of the batch's dtype: widened, one-hot as gather does).
+  void copySample(size_t k, uint64_t id, void *out) const;
 
 private:
   void dropNonFinite(int threads);

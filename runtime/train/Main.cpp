@@ -18,6 +18,7 @@
 // the update). Any user error is one line on stderr and exit status 1.
 //===----------------------------------------------------------------------===//
 #include "Alerts.h"
+#include "Augment.h"
 #include "Checkpoint.h"
 #include "Config.h"
 #include "Data.h"
@@ -72,6 +73,10 @@ const char *kUsage =
     "  --loader-threads N       threads gathering batches ahead of the step\n"
     "                           (default 2)\n"
     "  --drop-nonfinite         leave out the samples with a NaN or an infinity\n"
+    "  --augment SPEC           augment each sample on the loader threads, the\n"
+    "                           same for any rank count and on resume (crop=,\n"
+    "                           flip, jitter=, normalize=, mixup=, cutmix=,\n"
+    "                           mask=, substitute=; docs/Training.md)\n"
     "  --log-every N            a log line every N steps (default 10; 0: none)\n"
     "  --metrics FILE.jsonl     one JSON object per step\n"
     "  --export-onnx FILE.onnx  write the model with its trained initializers\n"
@@ -120,6 +125,7 @@ struct Options {
   int64_t threads = 0;
   int64_t loaderThreads = 2;
   bool dropNonFinite = false;
+  std::string augment;
   int64_t ranksPerNode = 0; // 0: the ranks sharing memory form a node
   std::string profile, profileSteps;
   std::vector<std::string> alerts;
@@ -154,6 +160,7 @@ bool parseArgs(int argc, char **argv, Options &o) {
       .unsignedInteger("--seed", o.seed, &o.seedGiven)
       .integer("--loader-threads", o.loaderThreads, 1, 256)
       .flag("--drop-nonfinite", o.dropNonFinite)
+      .text("--augment", o.augment)
       .integer("--log-every", o.logEvery, 0, kNoMax)
       .text("--metrics", o.metrics)
       .text("--export-onnx", o.exportOnnx)
@@ -416,6 +423,15 @@ int runTraining(int argc, char **argv) {
     data.setShard(rank, config.dp);
   if (config.loss == "cross-entropy" && config.numClasses)
     data.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
+  // --augment: checked against the inputs before the first step.
+  std::unique_ptr<Augmenter> augmenter;
+  if (!opt.augment.empty()) {
+    std::vector<DataSpec> specs;
+    for (const Source &src : data.sources())
+      specs.push_back(src.spec);
+    augmenter = Augmenter::parse(opt.augment, specs, config.labels,
+                                 config.numClasses, data.numSamples());
+  }
   std::unique_ptr<Evaluator> evaluator;
   if (!opt.evalData.empty() && lead)
     evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
@@ -536,6 +552,8 @@ int runTraining(int argc, char **argv) {
     if (!resumedFrom.empty())
       head += "; resumed from " + resumedFrom + " at step " + std::to_string(first);
     log.message(head);
+    if (augmenter)
+      log.message("augment: " + augmenter->describe());
     if (opt.dropNonFinite)
       log.message("data: dropped " + std::to_string(data.dropped()) + " of " +
                   std::to_string(data.arraySamples()) + " samples with NaN/Inf" +
@@ -676,6 +694,19 @@ int runTraining(int argc, char **argv) {
   if (first < total) {
     LoaderOptions loader;
     loader.threads = (int)opt.loaderThreads;
+    if (augmenter) {
+      // A function of (seed, epoch, sample) alone: any rank count, thread
+      // count or resume sees the same augmented samples. Mixing partners are
+      // positions [0, N) of the kept samples, read raw.
+      FetchSample fetch = [&data](size_t input, uint64_t sample, void *dst) {
+        data.copySample(input, data.sampleId(sample), dst);
+      };
+      loader.hook = [&augmenter, fetch, seed = pos.seed](
+                        std::vector<rt::HostTensor> &batch, int64_t b,
+                        uint64_t sampleId, uint64_t epoch) {
+        augmenter->apply(batch, b, sampleId, seed, epoch, fetch);
+      };
+    }
     Prefetcher prefetch(data, pos.seed, pos.shuffle, first, total, loader);
     double commSentBefore =
         hierarchical ? (double)hierarchical->stats().bytesSent : 0.0;
