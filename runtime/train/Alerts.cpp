@@ -124,8 +124,8 @@ std::vector<std::string> Alerts::check(const AlertInput &in,
              fmt("%g", 100.0 * *config_.memoryFraction) + "%)");
 
   bool lossFinite = std::isfinite(in.loss);
-  bool normBad = in.gradNorm && !std::isfinite(*in.gradNorm) && !in.skipped;
-  if (config_.nan && (!lossFinite || normBad))
+  bool normBad = in.gradNorm && !std::isfinite(*in.gradNorm);
+  if (config_.nan && !in.skipped && !in.stopping && (!lossFinite || normBad))
     fire("nan", nanWarned_,
          !lossFinite ? std::string("loss is ") +
                            (std::isnan(in.loss) ? "NaN" : "infinite")

@@ -12,9 +12,11 @@
 //   loss-spike=Fx   a finite loss F times the median of the previous losses
 //                   (the same window; losses of either sign: |loss - median|
 //                   above (F - 1)·|median|)
-//   nan             a non-finite loss or gradient norm (with loss scaling a
-//                   skipped step's gradient norm is expected to be
-//                   non-finite: it is not reported)
+//   nan             a non-finite loss or gradient norm on a step the run
+//                   goes on from: not one loss scaling skipped (overflow is
+//                   what it handles), nor the non-finite loss that stops
+//                   the run with its own error; so it names the step whose
+//                   gradients overflowed before the loss did
 // `--alert none` turns them all off. The default is memory=90% and nan.
 // A condition warns once per run and rank: a slow step after a slow step
 // says nothing new. Each warning is also named in the metrics row of its
@@ -50,6 +52,7 @@ struct AlertInput {
   double loss = 0;
   std::optional<double> gradNorm;
   bool skipped = false;  // loss scaling skipped the update
+  bool stopping = false; // the run stops on this step with its own error
   double stepMs = 0;
   double rssBytes = 0, limitBytes = 0;
 };

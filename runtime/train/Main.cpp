@@ -809,6 +809,7 @@ int runTraining(int argc, char **argv) {
         ai.loss = loss;
         ai.gradNorm = rec.gradNorm;
         ai.skipped = rec.skipped;
+        ai.stopping = !std::isfinite(loss) && !scaler;
         ai.stepMs = rec.stepMs;
         ai.rssBytes = rec.rssBytes;
         ai.limitBytes = monitor.limitBytes();

@@ -137,13 +137,25 @@ def main():
           warn or r.stderr[-300:])
     check([x["step"] for x in rows(met) if "alerts" in x] == [30],
           "the spike is named in step 30's metrics row")
+    # Gradients that overflow (their norm is infinite) while the loss is still
+    # finite: the nan alert names that step; the run stops later, on its
+    # own error.
+    x[8 * 30:8 * 31] /= 40.0
+    x[8 * 20 + 3, 5] = 1e19
+    np.save(os.path.join(w, "lx.npy"), x)
+    r = dpt.run(exe, 1, ldata + ["--steps", "45", "--log-every", "0", "--metrics", met])
+    warn = [l for l in r.stderr.splitlines() if l.startswith("warning:")]
+    m = rows(met)
+    check(warn == ["warning: rank 0 gradient norm is not finite (step 20)"] and
+          m[20].get("alerts") == ["nan"] and m[20]["loss"] is not None,
+          "nan (default): gradients overflowing at step 20, the loss still finite",
+          r.stderr[-400:])
     x[8 * 20 + 3, 5] = np.nan
     np.save(os.path.join(w, "lx.npy"), x)
     r = dpt.run(exe, 1, ldata + ["--steps", "45", "--log-every", "0"])
-    warn = [l for l in r.stderr.splitlines() if l.startswith("warning:")]
-    check(r.returncode == 1 and warn == ["warning: rank 0 loss is NaN (step 20)"] and
-          "step 20: loss is NaN" in r.stderr, "nan (default): a NaN in the data at step 20",
-          r.stderr[-400:])
+    err = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and len(err) == 1 and "step 20: loss is NaN" in err[0],
+          "a NaN loss stops the run with its one line (no alert besides)", r.stderr[-400:])
     for bad, why in [("memory=120%", "--alert memory=120%: needs a percentage"),
                      ("step-time=0.5x", "--alert step-time=0.5x: needs a factor above 1"),
                      ("bogus=1", "--alert bogus=1: unknown alert")]:

@@ -152,7 +152,7 @@ def main():
             check(len(lines) == 7, "%d log lines" % len(lines))
             import re
             pat = (r"^step \d+/60  loss \d+\.\d{6}  lr \d\.\d{3}e[-+]\d\d  grad-norm "
-                   r"\d+\.\d{4}  \d+\.\d samples/s  ETA \d+:\d\d:\d\d$")
+                   r"\d+\.\d{4}  \d+\.\d samples/s  mem [0-9.]+ [KMG]iB  cpu \d+%  ETA \d+:\d\d:\d\d$")
             check(all(re.match(pat, l) for l in lines), "log line format: " + lines[0])
     t.ok("loss falls, log and metrics format", loss_falls)
 
