@@ -261,6 +261,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     ao.freeze = opts.freeze;
     ao.bnRunningVar = *bnRunningVar;
     ao.lossScale = lossScaling;
+    ao.breakVJP = opts.testBreakVJP;
     pm.addPass(createKilnAutodiffPass(ao));
     if (opts.syncBatchNorm)
       pm.addPass(createKilnExpandBatchNormPass());

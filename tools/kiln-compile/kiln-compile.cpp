@@ -237,6 +237,13 @@ cl::opt<std::string>
                           "or biased"),
                  cl::value_desc("unbiased|biased"),
                  cl::init(kDefaults.bnRunningVar), cl::cat(kilnCategory));
+// A testing aid, hidden from --help: kiln-gradcheck's tests break one VJP
+// to show that the check finds and names it.
+cl::opt<std::string> testBreakVJP(
+    "test-break-vjp",
+    cl::desc("testing aid: scale the gradients the VJP of kiln op OP (as "
+             "kiln.relu) produces by 1.5, a deliberately wrong gradient"),
+    cl::value_desc("OP"), cl::Hidden, cl::cat(kilnCategory));
 
 /// Parses and checks the command line; every error exits with one line.
 void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
@@ -328,6 +335,7 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
   opts.totalSteps = totalSteps;
   opts.minLr = minLr;
   opts.bnRunningVar = bnRunningVar;
+  opts.testBreakVJP = testBreakVJP;
   emitKind = emit;
   out = output;
 

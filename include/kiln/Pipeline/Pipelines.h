@@ -91,6 +91,10 @@ struct TrainCompileOptions {
   /// after which it doubles (--scale-growth-interval).
   double initScale = 65536.0;
   int64_t scaleGrowthInterval = 2000;
+  /// Testing aid (kiln-compile's hidden --test-break-vjp): the VJP of the
+  /// kiln op with this name is made wrong (--kiln-autodiff's break-vjp), so
+  /// that kiln-gradcheck can be shown to catch it. Empty: none.
+  std::string testBreakVJP;
 };
 
 /// The loss scaling TrainCompileOptions ask for (--loss-scale, with its

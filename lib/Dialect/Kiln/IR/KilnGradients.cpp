@@ -23,12 +23,24 @@ std::string describe(Operation *op) {
     s += " (node '" + n.getName().getValue().str() + "')";
   return s;
 }
+
+/// 1.5 * g: the wrong VJP of the break-vjp testing aid.
+Value breakGradient(OpBuilder &b, Location loc, Value g) {
+  auto t = cast<RankedTensorType>(g.getType());
+  auto scalarType = RankedTensorType::get({}, t.getElementType());
+  Value k = kiln::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(scalarType,
+                             b.getFloatAttr(t.getElementType(), 1.5)));
+  return kiln::MulOp::create(b, loc, g, k);
+}
 } // namespace
 
 LogicalResult kiln::buildGradients(OpBuilder &b, ArrayRef<Operation *> ops,
                                    Value y, Value seed, ArrayRef<Value> xs,
                                    SmallVectorImpl<Value> &grads,
-                                   StringRef xsWhat, StringRef yWhat) {
+                                   StringRef xsWhat, StringRef yWhat,
+                                   StringRef breakVJP) {
   // Values y depends on, and values that depend on some x (and are floats).
   llvm::DenseSet<Value> useful = {y};
   for (Operation *op : llvm::reverse(ops))
@@ -75,6 +87,8 @@ LogicalResult kiln::buildGradients(OpBuilder &b, ArrayRef<Operation *> ops,
       if (g.getType() != v.getType())
         return op->emitOpError("gradient rule produced ")
                << g.getType() << " for an operand of type " << v.getType();
+      if (!breakVJP.empty() && op->getName().getStringRef() == breakVJP)
+        g = breakGradient(b, op->getLoc(), g);
       Value &sum = acc[v];
       sum = sum ? AddOp::create(b, op->getLoc(), sum, g).getResult() : g;
     }

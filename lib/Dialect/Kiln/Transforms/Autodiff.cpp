@@ -50,6 +50,13 @@ struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {
       m.emitError("--kiln-autodiff: the module already has a @train_step");
       return signalPassFailure();
     }
+    // A misspelt testing aid would silently break nothing.
+    if (!breakVJP.empty() &&
+        !RegisteredOperationName::lookup(breakVJP, m.getContext())) {
+      m.emitError("--kiln-autodiff: break-vjp names no op: '")
+          << breakVJP << "' (a kiln op name, as kiln.relu)";
+      return signalPassFailure();
+    }
     if (failed(differentiate(f)))
       signalPassFailure();
   }
@@ -134,7 +141,8 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
   for (unsigned i : trainable)
     xs.push_back(f.getArgument(i));
   if (failed(kiln::buildGradients(b, ops, loss, seed, xs, xGrads,
-                                  "a trainable parameter", "the loss")))
+                                  "a trainable parameter", "the loss",
+                                  breakVJP)))
     return failure();
   llvm::DenseMap<Value, Value> grads;
   for (auto [x, g] : llvm::zip(xs, xGrads))

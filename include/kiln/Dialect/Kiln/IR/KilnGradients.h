@@ -22,13 +22,18 @@ namespace kiln {
 /// path leads from xs[i] to y. Fails (with the error emitted on the op) when
 /// an op on such a path has no gradient rule or its rule fails; that error
 /// calls the xs `xsWhat` and y `yWhat` ("a trainable parameter", "the loss").
+///
+/// `breakVJP` is a testing aid (--kiln-autodiff's break-vjp): every gradient
+/// the rule of an op with that name (as "kiln.relu") produces is multiplied
+/// by 1.5, a deliberately wrong VJP that gradient checks must find.
 mlir::LogicalResult buildGradients(mlir::OpBuilder &b,
                                    llvm::ArrayRef<mlir::Operation *> ops,
                                    mlir::Value y, mlir::Value seed,
                                    llvm::ArrayRef<mlir::Value> xs,
                                    llvm::SmallVectorImpl<mlir::Value> &grads,
                                    llvm::StringRef xsWhat = "a differentiated input",
-                                   llvm::StringRef yWhat = "the differentiated value");
+                                   llvm::StringRef yWhat = "the differentiated value",
+                                   llvm::StringRef breakVJP = "");
 
 } // namespace kiln
 

@@ -76,6 +76,11 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
            "backward starts from a new f32 scalar argument `kiln.loss_scale` "
            "instead of 1, so every gradient comes out scaled by it (loss "
            "scaling: fp16 gradients stay above the underflow)">,
+    Option<"breakVJP", "break-vjp", "std::string", "\"\"",
+           "Testing aid, never for training: every gradient the VJP of an "
+           "op with this name (as kiln.relu) produces is scaled by 1.5, so "
+           "that a gradient check (kiln-gradcheck) can be shown to find and "
+           "name a wrong VJP">,
   ];
 }
 
