@@ -48,6 +48,11 @@ void TraceRecorder::record(std::string name, std::string category,
   events_.push_back(std::move(e));
 }
 
+void TraceRecorder::reserve(size_t n) {
+  std::lock_guard<std::mutex> lock(m_);
+  events_.reserve(n);
+}
+
 std::vector<TraceEvent> TraceRecorder::events() const {
   std::lock_guard<std::mutex> lock(m_);
   return events_;

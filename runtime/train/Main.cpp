@@ -660,6 +660,10 @@ int runTraining(int argc, char **argv) {
     if (!opt.profileSteps.empty() && !parseProfileSteps(opt.profileSteps, a, b, err))
       fail(err);
     profiler = std::make_unique<Profiler>(opt.profile, a, b);
+    // Each profiled step: its kernels, the step, its data, a few
+    // collectives per bucket.
+    profiler->recorder().reserve(
+        (size_t)std::min<int64_t>(b - a, 1 << 16) * (program->numSteps() * 2 + 16));
     program->setTrace(&profiler->recorder());
     collectives.setTrace(&profiler->recorder());
   } else if (!opt.profileSteps.empty()) {

@@ -5,6 +5,8 @@
 
 #include "kiln/runtime/FileIO.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,9 +34,21 @@ bool parseProfileSteps(const std::string &text, int64_t &a, int64_t &b,
   return true;
 }
 
+namespace {
+
+/// Times the calling thread was preempted (involuntary context switches).
+long preemptions() {
+  rusage u{};
+  return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0;
+}
+
+} // namespace
+
 void Profiler::beginStep(int64_t s) {
   recording_ = s >= first_ && s < last_;
   trace_.setEnabled(recording_);
+  if (recording_)
+    preemptedBefore_ = preemptions();
   stepStart_ = rt::TraceRecorder::Clock::now();
 }
 
@@ -42,7 +56,8 @@ void Profiler::endStep(int64_t s) {
   if (recording_)
     trace_.record("step " + std::to_string(s), "step", rt::TraceThread::Compute,
                   stepStart_, rt::TraceRecorder::Clock::now(),
-                  {{"step", std::to_string(s)}});
+                  {{"step", std::to_string(s)},
+                   {"preempted", std::to_string(preemptions() - preemptedBefore_)}});
   recording_ = false;
   trace_.setEnabled(false);
 }

@@ -3,7 +3,9 @@
 //
 // --profile FILE.json [--profile-steps A:B]: the kernels, collectives, data
 // loading and checkpoints of steps A..B-1 as a Chrome/Perfetto trace (one
-// process per rank; threads compute, communication, host). A kernel's event
+// process per rank; threads compute, communication, host). A step's event
+// says how often the operating system preempted the compute thread during
+// it ("preempted": time no event accounts for). A kernel's event
 // carries its ONNX node, operand shapes, bytes and FLOPs (the plan's, from
 // the op's cost interface). At the end a summary in the log: the step split
 // into compute, waiting for communication, waiting for data and the rest
@@ -75,6 +77,7 @@ private:
   int64_t first_, last_;
   rt::TraceRecorder trace_;
   rt::TraceRecorder::Clock::time_point stepStart_;
+  long preemptedBefore_ = 0;
   bool recording_ = false;
 };
 

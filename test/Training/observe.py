@@ -169,7 +169,17 @@ def main():
     schema = json.load(open(os.path.join(HERE, "..", "..", "runtime", "schema",
                                          "chrome-trace.schema.json")))
     gonnx, gflags, gdata = dpt.export(w, "gpt")
-    gpt = dpt.compile_exe(args, gonnx, os.path.join(w, "gpt.train"), gflags, 1)
+    # Batch 128: kernels of tens of microseconds. (At the tests' batch 16 most
+    # kernels take 2-5 us, and tracing's own ~0.4 us each is ~10% of the step.)
+    gpt = os.path.join(w, "gpt128.train")
+    rc = subprocess.run([kc, gonnx, "-o", gpt, "--batch-size", "128", "--loss",
+                         "cross-entropy"] + gflags, capture_output=True, text=True)
+    check(rc.returncode == 0, "kiln-compile the GPT at batch 128", rc.stderr)
+    g = np.random.default_rng(7)
+    np.save(os.path.join(w, "gx.npy"), g.integers(0, 64, size=(512, 16)).astype(np.int64))
+    np.save(os.path.join(w, "gy.npy"), g.integers(0, 64, size=(512, 16)).astype(np.int64))
+    big = ["--data", "idx=" + os.path.join(w, "gx.npy"),
+           "--data", "labels=" + os.path.join(w, "gy.npy")]
     trace = os.path.join(w, "trace.json")
 
     def covered(x, st):
@@ -178,18 +188,19 @@ def main():
                      st["ts"] <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + 1)
         return inside / st["dur"]
 
-    # The best of 30 steps, and up to three runs: on a shared machine a step
-    # the scheduler interrupted is "idle" for as long as the process did not
-    # run, which no profiler can attribute.
+    # The steps the operating system did not preempt (the step event's
+    # "preempted" count; on a shared machine a preempted step is "idle" for
+    # as long as the process did not run, which no profiler can attribute),
+    # the best of them, and up to three runs.
     for attempt in range(3):
-        r = dpt.run(gpt, 1, gdata + ["--steps", "34", "--log-every", "0", "--profile", trace,
-                                     "--profile-steps", "3:33"])
+        r = dpt.run(gpt, 1, big + ["--steps", "34", "--log-every", "0", "--profile", trace,
+                                   "--profile-steps", "3:33"])
         if r.returncode != 0:
             break
         doc = json.load(open(trace))
         x = [e for e in doc["traceEvents"] if e["ph"] == "X"]
         steps = [e for e in x if e["cat"] == "step"]
-        ratios = [covered(x, st) for st in steps]
+        ratios = [covered(x, st) for st in steps if st["args"]["preempted"] == "0"]
         ratio = max(ratios) if ratios else 0
         if 0.95 <= ratio <= 1.0:
             break
@@ -206,7 +217,7 @@ def main():
           "kernel events carry node, shapes, bytes and (matmul) flops", kern[:1])
     check(len(steps) == 30 and 0.95 <= ratio <= 1.0,
           "the kernels and the data wait are %.1f%% of a profiled step's time "
-          "(within 5%%; the best of 30 steps)" % (100 * ratio),
+          "(within 5%%; the best of the %d of 30 steps not preempted)" % (100 * ratio, len(ratios)),
           ["%.3f" % v for v in ratios])
     check(re.search(r"profile: 30 steps on rank 0, [0-9.]+ ms each: compute [0-9.]+ ms "
                     r"\(\d+%\), waiting for communication [0-9.]+ ms \(\d+%\), waiting for "

@@ -61,6 +61,9 @@ public:
               Clock::time_point start, Clock::time_point end,
               std::shared_ptr<const TraceArgs> args);
 
+  /// Room for `n` events, so that recording never reallocates (a large
+  /// vector's move would show as a gap between two kernels).
+  void reserve(size_t n);
   /// A copy of the events so far (thread-safe).
   std::vector<TraceEvent> events() const;
   void clear();
