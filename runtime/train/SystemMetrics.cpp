@@ -136,11 +136,19 @@ SystemSample SystemMonitor::sample() {
   double peak = 0;
   double cpu = cpuSeconds(&peak);
   s.peakBytes = std::max(s.rssBytes, peak);
+  // CPU time advances in scheduler ticks: over a sub-millisecond step the
+  // ratio is noise (0%, or 250%). It is measured over at least 100 ms; the
+  // steps in between report the last such figure.
   double wall = std::chrono::duration<double>(now - lastWall_).count();
-  if (wall > 0)
-    s.cpuUtil = std::max(0.0, (cpu - lastCpuSec_) / wall / cores_);
-  lastWall_ = now;
-  lastCpuSec_ = cpu;
+  double util = wall > 0 ? std::max(0.0, (cpu - lastCpuSec_) / wall / cores_) : 0;
+  if (wall >= 0.1) {
+    lastUtil_ = util;
+    haveUtil_ = true;
+    lastWall_ = now;
+    lastCpuSec_ = cpu;
+  }
+  // Until the first 100 ms have passed: the interval so far.
+  s.cpuUtil = haveUtil_ ? lastUtil_ : util;
   return s;
 }
 

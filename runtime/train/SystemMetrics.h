@@ -10,8 +10,9 @@
 //             (MemTotal of /proc/meminfo) and its cgroup's limit
 //             (memory.max, cgroup v2, or memory.limit_in_bytes, v1)
 //   cpu       CPU time of every thread of the process over the wall time
-//             since the previous sample, as a fraction of the cores the
-//             process may run on (sched_getaffinity): 1.0 = all of them busy
+//             of the last interval of at least 100 ms, as a fraction of the
+//             cores the process may run on (sched_getaffinity): 1.0 = all of
+//             them busy (before 100 ms have passed, the time so far)
 // The CUDA target will add GPU utilisation and memory (NVML) here.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_SYSTEMMETRICS_H
@@ -33,8 +34,8 @@ struct SystemSample {
 class SystemMonitor {
 public:
   SystemMonitor();
-  /// Reads the counters; cpuUtil covers the time since the previous call
-  /// (or since construction).
+  /// Reads the counters; cpuUtil covers the last interval of at least
+  /// 100 ms since construction.
   SystemSample sample();
   /// The memory limit found at construction (0: unknown).
   double limitBytes() const { return limit_; }
@@ -46,6 +47,8 @@ private:
   double limit_ = 0;
   int cores_ = 1;
   long pageSize_ = 4096;
+  double lastUtil_ = 0;
+  bool haveUtil_ = false;
 };
 
 /// Parses the "NAME:   123 kB" lines of a /proc/meminfo-like text: the value
