@@ -10,6 +10,9 @@
 //       [--export-onnx FILE.onnx] [--checkpoint-dir DIR] [--checkpoint-every N]
 //       [--keep-checkpoints K] [--resume] [--eval-data NAME=FILE.npy ...]
 //       [--eval-every N] [--threads N] [--ranks-per-node N] [--debug-nan]
+//       [--augment SPEC] [--profile FILE.json [--profile-steps A:B]]
+//       [--tensorboard DIR [--histogram-every N] [--tensorboard-ranks 0|all]]
+//       [--alert KIND=THRESHOLD ...]
 //
 // Step s (from 0) feeds the plan the batch of samples [p·B, (p+1)·B) of its
 // epoch's order (Data.h), the learning rate of the schedule as `kiln.lr` and
