@@ -93,6 +93,10 @@ public:
   /// use.
   std::vector<std::shared_ptr<const TraceArgs>> stepArgs;
   const std::shared_ptr<const TraceArgs> &traceArgs(size_t s);
+  /// Each step's label in `labelsOf` (interned when tracing starts).
+  std::vector<TraceLabel> stepLabels;
+  const TraceRecorder *labelsOf = nullptr;
+  void internLabels(TraceRecorder &trace);
   /// The bytes step `s` reads and writes.
   uint64_t stepBytes(size_t s) const;
 
@@ -151,6 +155,15 @@ const std::shared_ptr<const TraceArgs> &ProgramImpl::traceArgs(size_t s) {
     args.push_back({"flops", std::to_string(ps.flops)});
   made = std::make_shared<const TraceArgs>(std::move(args));
   return made;
+}
+
+void ProgramImpl::internLabels(TraceRecorder &trace) {
+  if (labelsOf == &trace && stepLabels.size() == steps.size())
+    return;
+  stepLabels.resize(steps.size());
+  for (size_t s = 0; s < steps.size(); ++s)
+    stepLabels[s] = trace.label(plan.steps[s].kernel, "kernel", traceArgs(s));
+  labelsOf = &trace;
 }
 
 ProgramImpl::~ProgramImpl() {
@@ -304,7 +317,12 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
   try {
     if (capture) {
       // Before an optimizer update runs, the gradient it reads (operand 1),
-      // keyed by the parameter it updates (operand 0's root).
+      // keyed by the parameter it updates (operand 0's root). A traced run
+      // (a profiled step that also writes histograms) still traces.
+      TraceRecorder *trace =
+          ctx.trace && ctx.trace->enabled() ? ctx.trace : nullptr;
+      if (trace)
+        internLabels(*trace);
       for (; s < steps.size(); ++s) {
         const PlanStep &ps = plan.steps[s];
         size_t n = ps.kernel.size();
@@ -319,15 +337,23 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
             (*capture)[p.name] = std::move(t);
           }
         }
+        auto t0 = TraceRecorder::Clock::now();
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
+        if (trace) {
+          stream->synchronize();
+          trace->record(stepLabels[s], TraceThread::Compute, t0,
+                        TraceRecorder::Clock::now());
+        }
       }
     } else if (ctx.trace && ctx.trace->enabled()) {
+      TraceRecorder &trace = *ctx.trace;
+      internLabels(trace);
       for (; s < steps.size(); ++s) {
         auto t0 = TraceRecorder::Clock::now();
         steps[s].kernel->run(ctx, steps[s].in.data(), steps[s].out.data());
         stream->synchronize(); // a device kernel has only been issued
-        ctx.trace->record(plan.steps[s].kernel, "kernel", TraceThread::Compute,
-                          t0, TraceRecorder::Clock::now(), traceArgs(s));
+        trace.record(stepLabels[s], TraceThread::Compute, t0,
+                     TraceRecorder::Clock::now());
       }
     } else if (profile) {
       for (; s < steps.size(); ++s) {
@@ -704,7 +730,12 @@ bool Program::findNonFinite(const std::vector<const HostTensor *> &inputs,
 void Program::setSeed(uint64_t seed) { impl_->ctx.seed = seed; }
 void Program::setStep(uint64_t step) { impl_->ctx.step = step; }
 void Program::setCollectives(Collectives *c) { impl_->ctx.collectives = c; }
-void Program::setTrace(TraceRecorder *trace) { impl_->ctx.trace = trace; }
+void Program::setTrace(TraceRecorder *trace) {
+  impl_->ctx.trace = trace;
+  // The labels are made now, not inside the first traced step.
+  if (trace && !impl_->steps.empty())
+    impl_->internLabels(*trace);
+}
 void Program::captureGradients(std::map<std::string, HostTensor> *out) {
   impl_->gradientCapture = out;
 }

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <new>
@@ -144,10 +145,30 @@ bool checkOutputPath(const std::string &flag, const std::string &path,
       err = flag + ": the path is empty";
       return false;
     }
+    // The directory must take a new file now (the atomic writer's
+    // temporary), not only when the output is written at the end of a run.
+    const std::string dir = parentDir(path);
+    {
+      std::string probe = dir + "/.kiln-probe-XXXXXX";
+      int fd = ::mkstemp(probe.data());
+      if (fd < 0) {
+        int e = errno;
+        struct stat ds;
+        if (::stat(dir.c_str(), &ds) != 0)
+          err = at + "its directory " + dir + " does not exist (" + why(errno) + ")";
+        else if (!S_ISDIR(ds.st_mode))
+          err = at + dir + " is not a directory";
+        else
+          err = at + "cannot create a file in " + dir + ": " + why(e);
+        return false;
+      }
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) {
       if (errno == ENOENT)
-        return true; // a new file; its directory is checked when written
+        return true; // a new file in a directory that takes one
       err = at + why(errno);
       return false;
     }

@@ -21,6 +21,26 @@ double TraceRecorder::toUs(Clock::time_point t) const {
          std::chrono::duration<double, std::micro>(t - steadyEpoch_).count();
 }
 
+TraceLabel TraceRecorder::label(std::string name, std::string category,
+                                std::shared_ptr<const TraceArgs> args) {
+  std::lock_guard<std::mutex> lock(m_);
+  labels_.push_back({std::move(name), std::move(category), std::move(args)});
+  return (TraceLabel)(labels_.size() - 1);
+}
+
+void TraceRecorder::record(TraceLabel label, TraceThread thread,
+                           Clock::time_point start, Clock::time_point end) {
+  if (!enabled_)
+    return;
+  Record r{label, thread,
+           std::chrono::duration_cast<std::chrono::nanoseconds>(start - steadyEpoch_)
+               .count(),
+           std::chrono::duration_cast<std::chrono::nanoseconds>(end - steadyEpoch_)
+               .count()};
+  std::lock_guard<std::mutex> lock(m_);
+  records_.push_back(r);
+}
+
 void TraceRecorder::record(std::string name, std::string category,
                            TraceThread thread, Clock::time_point start,
                            Clock::time_point end, TraceArgs args) {
@@ -37,30 +57,36 @@ void TraceRecorder::record(std::string name, std::string category,
                            std::shared_ptr<const TraceArgs> args) {
   if (!enabled_)
     return;
-  TraceEvent e;
-  e.name = std::move(name);
-  e.category = std::move(category);
-  e.thread = thread;
-  e.startUs = toUs(start);
-  e.durationUs = std::max(0.0, toUs(end) - e.startUs);
-  e.args = std::move(args);
-  std::lock_guard<std::mutex> lock(m_);
-  events_.push_back(std::move(e));
+  record(label(std::move(name), std::move(category), std::move(args)), thread,
+         start, end);
 }
 
 void TraceRecorder::reserve(size_t n) {
   std::lock_guard<std::mutex> lock(m_);
-  events_.reserve(n);
+  records_.reserve(n);
 }
 
 std::vector<TraceEvent> TraceRecorder::events() const {
   std::lock_guard<std::mutex> lock(m_);
-  return events_;
+  std::vector<TraceEvent> out;
+  out.reserve(records_.size());
+  for (const Record &r : records_) {
+    const Label &l = labels_[r.label];
+    TraceEvent e;
+    e.name = l.name;
+    e.category = l.category;
+    e.thread = r.thread;
+    e.startUs = wallEpochUs_ + (double)r.startNs * 1e-3;
+    e.durationUs = std::max(0.0, (double)(r.endNs - r.startNs) * 1e-3);
+    e.args = l.args;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 void TraceRecorder::clear() {
   std::lock_guard<std::mutex> lock(m_);
-  events_.clear();
+  records_.clear();
 }
 
 namespace {

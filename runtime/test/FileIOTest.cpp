@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,34 @@ TEST_F(FileIO, Errors) {
   EXPECT_EQ(err, dir + "/missing: No such file or directory");
   EXPECT_FALSE(readWholeFile(dir, bytes, err));
   EXPECT_EQ(err.rfind(dir + ": ", 0), 0u) << err;
+}
+
+TEST_F(FileIO, OutputPathIsCheckedBeforeAnythingIsWritten) {
+  // A missing directory or one that is a file is refused at once (not when
+  // the output is written at the end of a run), and the probe leaves
+  // nothing behind.
+  std::string err;
+  EXPECT_TRUE(checkOutputPath("--profile", dir + "/t.json", {}, err)) << err;
+  EXPECT_FALSE(checkOutputPath("--profile", dir + "/no/t.json", {}, err));
+  EXPECT_EQ(err.rfind("--profile " + dir + "/no/t.json: its directory " + dir +
+                          "/no does not exist",
+                      0),
+            0u)
+      << err;
+  std::string file = dir + "/f";
+  ASSERT_TRUE(writeFileAtomic(file, {"x"}, err)) << err;
+  EXPECT_FALSE(checkOutputPath("--export-onnx", file + "/m.onnx", {}, err));
+  EXPECT_EQ(err, "--export-onnx " + file + "/m.onnx: " + file + " is not a directory");
+  // An input given as the output is refused.
+  EXPECT_FALSE(checkOutputPath("--metrics", file, {{file, "--data x"}}, err));
+  EXPECT_EQ(err, "--metrics " + file + ": it is also an input (--data x); give another path");
+  int entries = 0;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d))
+      entries += e->d_name[0] != '.' || std::string(e->d_name).rfind(".kiln-probe", 0) == 0;
+    ::closedir(d);
+  }
+  EXPECT_EQ(entries, 1); // f
 }
 
 TEST(FileIOPaths, ParentDir) {

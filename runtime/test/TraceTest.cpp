@@ -59,3 +59,42 @@ TEST(Trace, RecordsOnlyWhileEnabledAndWritesChromeJson) {
   EXPECT_EQ(j[5]["tid"], 1);
   EXPECT_NEAR(j[5]["dur"].get<double>(), 2000.0, 1e-3);
 }
+
+TEST(Trace, LabelsAreInternedOnceAndResolvedWhenRead) {
+  TraceRecorder t;
+  auto args = std::make_shared<const TraceArgs>(
+      TraceArgs{{"node", "/fc1/Gemm"}, {"flops", "128"}});
+  TraceLabel mm = t.label("matmul", "kernel", args);
+  TraceLabel relu = t.label("relu", "kernel");
+  EXPECT_NE(mm, relu);
+  auto now = TraceRecorder::Clock::now();
+  t.record(mm, TraceThread::Compute, now, now + std::chrono::microseconds(5));
+  EXPECT_TRUE(t.events().empty()); // not enabled yet
+  t.setEnabled(true);
+  t.reserve(8);
+  for (int k = 0; k < 3; ++k)
+    t.record(k == 1 ? relu : mm, TraceThread::Compute,
+             now + std::chrono::microseconds(10 * k),
+             now + std::chrono::microseconds(10 * k + 7));
+  auto ev = t.events();
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].name, "matmul");
+  EXPECT_EQ(ev[1].name, "relu");
+  EXPECT_EQ(ev[2].category, "kernel");
+  EXPECT_EQ(ev[0].args.get(), args.get()); // shared, not copied
+  EXPECT_EQ(ev[1].args, nullptr);
+  EXPECT_NEAR(ev[2].durationUs, 7.0, 1e-9);
+  EXPECT_NEAR(ev[2].startUs - ev[0].startUs, 20.0, 1e-3);
+
+  // clear() drops the events, not the labels.
+  t.clear();
+  EXPECT_TRUE(t.events().empty());
+  t.record(relu, TraceThread::Communication, now, now);
+  ev = t.events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].name, "relu");
+  EXPECT_EQ(ev[0].thread, TraceThread::Communication);
+  auto j = nlohmann::json::parse("[" + t.chromeEvents(0, "rank 0") + "]");
+  EXPECT_EQ(j.back()["name"], "relu");
+  EXPECT_EQ(j.back()["tid"], 1);
+}

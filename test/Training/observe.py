@@ -170,7 +170,8 @@ def main():
                                          "chrome-trace.schema.json")))
     gonnx, gflags, gdata = dpt.export(w, "gpt")
     # Batch 128: kernels of tens of microseconds. (At the tests' batch 16 most
-    # kernels take 2-5 us, and tracing's own ~0.4 us each is ~10% of the step.)
+    # kernels take 2-5 us on a fast machine, and the executor's own ~0.2 us
+    # between two traced kernels is several percent of the step.)
     gpt = os.path.join(w, "gpt128.train")
     rc = subprocess.run([kc, gonnx, "-o", gpt, "--batch-size", "128", "--loss",
                          "cross-entropy"] + gflags, capture_output=True, text=True)
@@ -316,6 +317,21 @@ def main():
           err[0].endswith("--tensorboard %s: exists and is not a directory" %
                           os.path.join(w, "afile")),
           "an unusable --tensorboard directory is refused before the first step", r.stderr)
+
+    # Outputs written at the end of a run are checked at its start: a
+    # directory that does not exist, or a file where a directory should be.
+    for flag, path, why in [
+            ("--profile", os.path.join(w, "no-such-dir", "t.json"),
+             "--profile %s: its directory %s does not exist" %
+             (os.path.join(w, "no-such-dir", "t.json"), os.path.join(w, "no-such-dir"))),
+            ("--export-onnx", os.path.join(w, "afile", "m.onnx"),
+             "--export-onnx %s: %s is not a directory" %
+             (os.path.join(w, "afile", "m.onnx"), os.path.join(w, "afile")))]:
+        r = dpt.run(exe, 1, ldata + ["--steps", "5", "--metrics", none, flag, path])
+        err = r.stderr.strip().splitlines()
+        stepped = os.path.exists(none) and os.path.getsize(none) > 0
+        check(r.returncode == 1 and len(err) == 1 and not stepped and why in err[0],
+              "an unwritable %s path is refused before the first step" % flag, r.stderr)
 
     for f in FAILED:
         print("FAILED: " + f)

@@ -14,6 +14,12 @@
 #   * every trained initializer in the exported model against the module's
 #     final parameter: max |kiln - torch| / max(|torch|) <= 1e-3 per tensor,
 #   * BatchNorm running statistics likewise (PyTorch's unbiased variance).
+# Where float32 round-off blurs the comparison (an element whose Adam step
+# amplifies PyTorch's own float32 rounding: on one machine PyTorch's float32
+# bn1.bias is 1.3e-3 of the tensor from its float64 run, Kiln's 1.2e-6), a
+# tensor also passes when it is within the bound of the same training in
+# float64 (the module and the batches in double, same initial weights); the
+# line says which tensors needed the float64 reference.
 # Prints one line per case and exits 1 if any fails.
 import argparse
 import json
@@ -144,6 +150,23 @@ def run_case(args, model_name, opt, batch):
                                              p.grad.detach().abs() / max(step_max, 1e-30))
         optimizer.step()
 
+    # The same training in float64: the reference where float32 blurs.
+    model64, _, _, _ = build(model_name, opt)
+    model64 = model64.double()
+    model64.train()
+    optimizer64 = torch_optimizer(opt, model64.parameters())
+    for s in range(args.steps):
+        xb = torch.from_numpy(x[s * batch:(s + 1) * batch])
+        if xb.is_floating_point():
+            xb = xb.double()
+        yb = torch.from_numpy(y[s * batch:(s + 1) * batch])
+        logits = model64(xb)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
+        optimizer64.zero_grad()
+        loss.backward()
+        optimizer64.step()
+    state64 = {k: v.detach().numpy() for k, v in model64.state_dict().items()}
+
     if len(kiln_losses) != args.steps:
         return False, "kiln logged %d steps, expected %d" % (len(kiln_losses), args.steps)
     loss_err = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(kiln_losses, torch_losses))
@@ -151,6 +174,7 @@ def run_case(args, model_name, opt, batch):
                for t in onnx.load(out_onnx).graph.initializer}
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     weight_err, compared, roundoff, bound_ok = 0.0, 0, 0, True
+    by64 = []  # tensors within the bound of the float64 run only
     worst = ""
     adaptive = opt in ("adam", "adamw")
     for k, v in state.items():
@@ -158,17 +182,31 @@ def run_case(args, model_name, opt, batch):
             continue
         if trained[k].shape != v.shape:
             return False, "%s: exported shape %s, torch %s" % (k, trained[k].shape, v.shape)
-        diff = np.abs(trained[k] - v)
         scale = max(float(np.max(np.abs(v))), 1e-12)
+        noise = None
         if adaptive and k in min_ratio:
             # Round-off (below 1e-6 of the step's largest gradient) at some step.
             noise = min_ratio[k].numpy() <= 1e-6
             roundoff += int(noise.sum())
-            if noise.any() and float(diff[noise].max()) > 1.01 * LR[opt] * args.steps:
-                bound_ok = False
-                worst = k + " (round-off elements beyond lr*steps)"
-            diff = np.where(noise, 0.0, diff)
-        d = float(np.max(diff)) / scale
+
+        def rel(ref):
+            diff = np.abs(trained[k] - ref)
+            if noise is not None:
+                if noise.any() and float(diff[noise].max()) > 1.01 * LR[opt] * args.steps:
+                    return None
+                diff = np.where(noise, 0.0, diff)
+            return float(np.max(diff)) / scale
+
+        d = rel(v)
+        if (d is None or d > 1e-3) and k in state64:
+            d64 = rel(state64[k].astype(np.float64))
+            if d64 is not None and d64 <= 1e-3:
+                by64.append("%s %.1e vs float64" % (k, d64))
+                d = d64
+        if d is None:
+            bound_ok = False
+            worst = k + " (round-off elements beyond lr*steps)"
+            d = 0.0
         compared += 1
         if d > weight_err:
             weight_err, worst = d, k
@@ -196,6 +234,8 @@ def run_case(args, model_name, opt, batch):
     detail += "; kiln-run of the export: max rel %.2e" % run_err
     if roundoff:
         detail += "; %d round-off-gradient elements within lr*steps" % roundoff
+    if by64:
+        detail += "; against PyTorch float64: " + ", ".join(by64)
     return ok, detail
 
 

@@ -45,9 +45,10 @@ struct NamedInput {
 };
 
 /// Checks, before anything is written, that `path` may be replaced by the
-/// output `flag` names: it is absent or a regular file (not a symlink, FIFO,
-/// device or directory, which the atomic writer's rename would replace), and
-/// it is none of `inputs` (same device and inode). On failure `err` is one
+/// output `flag` names: its directory exists and takes a new file (a probe
+/// file is created and removed), it is absent or a regular file (not a
+/// symlink, FIFO, device or directory, which the atomic writer's rename
+/// would replace), and it is none of `inputs` (same device and inode). On failure `err` is one
 /// line: "--metrics x.npy: it is also an input (--data x); give another path".
 bool checkOutputPath(const std::string &flag, const std::string &path,
                      const std::vector<NamedInput> &inputs,

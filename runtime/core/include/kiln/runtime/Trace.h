@@ -10,6 +10,12 @@
 //
 // Times are microseconds on the wall clock, so that the ranks of one job
 // line up in one trace; durations come from the steady clock.
+//
+// Recording is cheap enough to trace every kernel of every step: what
+// repeats (a plan step's name, category and arguments) is interned once as
+// a TraceLabel, and an event is the label and two steady-clock readings
+// (24 bytes, no string, no allocation once reserve() made room). events()
+// and chromeEvents() resolve the labels when the trace is read.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_TRACE_H
 #define KILN_RUNTIME_TRACE_H
@@ -38,6 +44,9 @@ struct TraceEvent {
   std::shared_ptr<const TraceArgs> args;
 };
 
+/// An interned (name, category, args) triple of a recorder.
+using TraceLabel = uint32_t;
+
 class TraceRecorder {
 public:
   using Clock = std::chrono::steady_clock;
@@ -52,7 +61,17 @@ public:
   double toUs(Clock::time_point t) const;
   double nowUs() const { return toUs(Clock::now()); }
 
-  /// Records [start, end) when enabled. Thread-safe.
+  /// Interns an event's description; the label stays valid for the
+  /// recorder's life (clear() keeps labels). Thread-safe.
+  TraceLabel label(std::string name, std::string category,
+                   std::shared_ptr<const TraceArgs> args = nullptr);
+  /// Records [start, end) under `label` when enabled: the hot path (the
+  /// executor's kernels). Thread-safe.
+  void record(TraceLabel label, TraceThread thread, Clock::time_point start,
+              Clock::time_point end);
+
+  /// Records [start, end) when enabled, interning a label for it.
+  /// Thread-safe.
   void record(std::string name, std::string category, TraceThread thread,
               Clock::time_point start, Clock::time_point end,
               TraceArgs args = {});
@@ -73,11 +92,22 @@ public:
   std::string chromeEvents(int pid, const std::string &processName) const;
 
 private:
+  struct Label {
+    std::string name, category;
+    std::shared_ptr<const TraceArgs> args;
+  };
+  struct Record {
+    TraceLabel label;
+    TraceThread thread;
+    int64_t startNs, endNs; // steady clock, since steadyEpoch_
+  };
+
   bool enabled_ = false;
   Clock::time_point steadyEpoch_;
   double wallEpochUs_ = 0;
   mutable std::mutex m_;
-  std::vector<TraceEvent> events_;
+  std::vector<Label> labels_;
+  std::vector<Record> records_;
 };
 
 /// Total length of the union of `intervals` ([start, end) pairs) not covered
