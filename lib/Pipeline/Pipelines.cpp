@@ -288,6 +288,21 @@ bool kiln::compileONNXToTraining(const std::string &path,
     oo.lossScale = lossScaling;
     if (attachOptimizer)
       pm.addPass(createKilnAttachOptimizerPass(oo));
+    if (opts.pruneSparsity >= 0) {
+      if (!attachOptimizer)
+        return failWith("prune", "--prune needs an optimizer (pruning follows "
+                                 "each update)");
+      if (opts.zero > 0)
+        return failWith("prune", "--prune with --zero is not supported yet: "
+                                 "the pruned elements are chosen over the whole "
+                                 "weight, which ZeRO updates in shards");
+      KilnPruneMagnitudePassOptions po;
+      po.sparsity = opts.pruneSparsity;
+      po.start = opts.pruneAt;
+      po.end = opts.pruneEnd < 0 ? opts.pruneAt : opts.pruneEnd;
+      po.every = opts.pruneEvery;
+      pm.addPass(createKilnPruneMagnitudePass(po));
+    }
     if (attachOptimizer && opts.dp > 1 && opts.zero > 0) {
       KilnZeroPassOptions zo;
       zo.stage = opts.zero;
@@ -412,6 +427,13 @@ bool kiln::compileONNXToTraining(const std::string &path,
   config[key(K::Precision)] = opts.precision;
   if (opts.softLabels)
     config[key(K::SoftLabels)] = true;
+  if (opts.pruneSparsity >= 0)
+    config[key(K::Prune)] = llvm::json::Object{
+        {key(K::PruneKind), "magnitude"},
+        {key(K::PruneSparsity), opts.pruneSparsity},
+        {key(K::PruneStart), opts.pruneAt},
+        {key(K::PruneEnd), opts.pruneEnd < 0 ? opts.pruneAt : opts.pruneEnd},
+        {key(K::PruneEvery), opts.pruneEvery}};
   if (lossScaling)
     config[key(K::LossScale)] = llvm::json::Object{
         {key(K::LossScaleMode), staticScale > 0 ? "static" : "dynamic"},

@@ -136,6 +136,7 @@ void registerPoolGradKernels(KernelRegistry &r);       // PoolGrad.cpp
 void registerShapeGradKernels(KernelRegistry &r);      // ShapeGrad.cpp
 void registerLossGradKernels(KernelRegistry &r);       // LossGrad.cpp
 void registerOptimizerKernels(KernelRegistry &r);      // Optimizer.cpp
+void registerPruneKernels(KernelRegistry &r);          // Prune.cpp
 
 } // namespace kiln::rt::cpu
 

@@ -108,6 +108,7 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
   case TrainConfigObject::Schedule: return schema["properties"]["schedule"];
   case TrainConfigObject::Mesh: return schema["properties"]["mesh"];
   case TrainConfigObject::LossScale: return schema["properties"]["loss_scale"];
+  case TrainConfigObject::Prune: return schema["properties"]["prune"];
   case TrainConfigObject::Data: return schema["properties"]["data"]["items"];
   }
   return schema;
@@ -152,7 +153,8 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
   for (TrainConfigObject o :
        {TrainConfigObject::Top, TrainConfigObject::Optimizer,
         TrainConfigObject::Schedule, TrainConfigObject::Mesh,
-        TrainConfigObject::LossScale, TrainConfigObject::Data}) {
+        TrainConfigObject::LossScale, TrainConfigObject::Prune,
+        TrainConfigObject::Data}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

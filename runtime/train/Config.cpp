@@ -255,6 +255,23 @@ Config parseConfig(std::string_view text) {
         bad("loss_scale growth_interval must be at least 1");
       c.lossScale = l;
     }
+    if (const json *pr = field(j, Key::Prune)) {
+      if (!pr->is_object())
+        bad("'prune' must be an object");
+      PruneConfig q;
+      std::string kind = getString(*pr, Key::PruneKind, "prune ");
+      if (kind != "magnitude")
+        bad("prune kind must be magnitude, got '" + kind + "'");
+      q.sparsity = getNumber(*pr, Key::PruneSparsity, "prune ");
+      q.start = *getInt(*pr, Key::PruneStart, "prune ");
+      q.end = *getInt(*pr, Key::PruneEnd, "prune ");
+      q.every = *getInt(*pr, Key::PruneEvery, "prune ");
+      if (!(q.sparsity >= 0 && q.sparsity < 1))
+        bad("prune sparsity must be in [0, 1)");
+      if (q.start < 0 || q.end < q.start || q.every < 1)
+        bad("prune needs 0 <= start <= end and every >= 1");
+      c.prune = q;
+    }
     c.lrInput = getString(j, Key::LrInput);
     c.stepInput = getString(j, Key::StepInput);
   } catch (const json::exception &e) {

@@ -52,6 +52,13 @@ struct LossScaleConfig {
   std::string input = defaultString(rt::TrainConfigKey::LossScaleInput);
 };
 
+/// Magnitude pruning (the config's `prune`; docs/Compression.md): the
+/// plan prunes; the trainer checks the schedule against the run's length.
+struct PruneConfig {
+  double sparsity = 0;
+  int64_t start = 0, end = 0, every = 1;
+};
+
 struct Config {
   std::string model;        // the ONNX file's name (informative)
   std::string modelSha256;  // identity of the model, for checkpoints
@@ -68,6 +75,7 @@ struct Config {
   /// Cross-entropy against float probability rows of the logits' shape
   /// (kiln-compile --soft-labels) instead of class indices.
   bool softLabels = false;
+  std::optional<PruneConfig> prune;
   std::vector<DataSpec> data;
   std::string optimizer = defaultString(rt::TrainConfigKey::OptimizerName);
   double lr = rt::trainConfigField(rt::TrainConfigKey::OptimizerLr).dflt.number;

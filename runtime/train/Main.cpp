@@ -461,6 +461,12 @@ int runTraining(int argc, char **argv) {
          std::to_string(config.schedule.warmupSteps) + " steps, more than this "
          "run's " + std::to_string(total) + "; train longer or compile with "
          "fewer --warmup-steps or a --total-steps");
+  // Pruning that would never happen in this run.
+  if (config.prune && config.prune->start >= total)
+    fail("the model was compiled with --prune-at " +
+         std::to_string(config.prune->start) + ", past this run's last step " +
+         std::to_string(total - 1) + " (steps count from 0): nothing would be "
+         "pruned; train longer or compile with an earlier --prune-at");
   TrainPosition pos;
   pos.seed = opt.seed;
   pos.shuffle = opt.shuffle;

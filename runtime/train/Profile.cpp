@@ -42,22 +42,44 @@ long preemptions() {
   return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0;
 }
 
+/// Nanoseconds the calling thread has spent runnable but waiting for a CPU
+/// (the second field of /proc/thread-self/schedstat; -1 where the kernel has
+/// no schedstat). On a shared machine this is the part of a step no profiler
+/// can attribute: the process did not run.
+long long runQueueNs() {
+  std::FILE *f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (!f)
+    return -1;
+  unsigned long long ran = 0, waited = 0;
+  int n = std::fscanf(f, "%llu %llu", &ran, &waited);
+  std::fclose(f);
+  return n == 2 ? static_cast<long long>(waited) : -1;
+}
+
 } // namespace
 
 void Profiler::beginStep(int64_t s) {
   recording_ = s >= first_ && s < last_;
   trace_.setEnabled(recording_);
-  if (recording_)
+  if (recording_) {
     preemptedBefore_ = preemptions();
+    waitedBefore_ = runQueueNs();
+  }
   stepStart_ = rt::TraceRecorder::Clock::now();
 }
 
 void Profiler::endStep(int64_t s) {
-  if (recording_)
+  if (recording_) {
+    auto end = rt::TraceRecorder::Clock::now();
+    rt::TraceArgs args = {
+        {"step", std::to_string(s)},
+        {"preempted", std::to_string(preemptions() - preemptedBefore_)}};
+    long long waited = runQueueNs();
+    if (waited >= 0 && waitedBefore_ >= 0)
+      args.push_back({"runqueue_us", std::to_string((waited - waitedBefore_) / 1000)});
     trace_.record("step " + std::to_string(s), "step", rt::TraceThread::Compute,
-                  stepStart_, rt::TraceRecorder::Clock::now(),
-                  {{"step", std::to_string(s)},
-                   {"preempted", std::to_string(preemptions() - preemptedBefore_)}});
+                  stepStart_, end, std::move(args));
+  }
   recording_ = false;
   trace_.setEnabled(false);
 }

@@ -78,6 +78,7 @@ private:
   rt::TraceRecorder trace_;
   rt::TraceRecorder::Clock::time_point stepStart_;
   long preemptedBefore_ = 0;
+  long long waitedBefore_ = -1;
   bool recording_ = false;
 };
 

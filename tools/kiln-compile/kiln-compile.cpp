@@ -9,6 +9,7 @@
 //     [--freeze REGEX] [--clip-grad-norm F]
 //     [--lr-schedule constant|linear-warmup|cosine] [--warmup-steps N]
 //     [--total-steps N] [--min-lr F] [--dim NAME=N]
+//     [--prune magnitude=S [--prune-at STEP] [--prune-end STEP] [--prune-every N]]
 //
 // --emit exe (default) copies kiln-train (next to this tool, or
 // $KILN_TRAIN_RUNTIME) to OUT and appends the train plan, the config, the
@@ -237,6 +238,26 @@ cl::opt<std::string>
                           "or biased"),
                  cl::value_desc("unbiased|biased"),
                  cl::init(kDefaults.bnRunningVar), cl::cat(kilnCategory));
+cl::opt<std::string>
+    prune("prune",
+          cl::desc("compression: magnitude=S prunes each weight of rank >= 2 "
+                   "to sparsity S in [0, 1), the smallest |w| first, and keeps "
+                   "the pruned elements (and their optimizer state) zero"),
+          cl::value_desc("magnitude=S"), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    pruneAt("prune-at",
+            cl::desc("the step (0-based) pruning starts (default 0: the first)"),
+            cl::value_desc("STEP"), cl::init(0), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    pruneEnd("prune-end",
+             cl::desc("the step the final sparsity is reached, on the cubic "
+                      "schedule from --prune-at (default: --prune-at, at once)"),
+             cl::value_desc("STEP"), cl::init(-1), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    pruneEvery("prune-every",
+               cl::desc("steps between pruning points of the schedule (default 1)"),
+               cl::value_desc("N"), cl::init(1), cl::cat(kilnCategory));
+
 // A testing aid, hidden from --help: kiln-gradcheck's tests break one VJP
 // to show that the check finds and names it.
 cl::opt<std::string> testBreakVJP(
@@ -336,6 +357,36 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
   opts.minLr = minLr;
   opts.bnRunningVar = bnRunningVar;
   opts.testBreakVJP = testBreakVJP;
+  if (!prune.empty()) {
+    std::string spec = prune;
+    size_t eq = spec.find('=');
+    std::string kind = spec.substr(0, eq);
+    if (kind == "l1-channel")
+      die("--prune l1-channel: structured channel pruning is not built yet; "
+          "--prune magnitude=S prunes unstructured");
+    if (kind != "magnitude" || eq == std::string::npos)
+      die("--prune needs magnitude=S, got '" + spec + "'");
+    std::string num = spec.substr(eq + 1);
+    char *endp = nullptr;
+    double v = num.empty() ? NAN : std::strtod(num.c_str(), &endp);
+    if (num.empty() || *endp != '\0' || !(v >= 0.0 && v < 1.0))
+      die("--prune magnitude=S needs a sparsity S in [0, 1), got '" + num + "'");
+    opts.pruneSparsity = v;
+    if (pruneAt < 0)
+      die("--prune-at needs a step >= 0, got " + std::to_string(pruneAt));
+    if (pruneEnd.getNumOccurrences() && pruneEnd < pruneAt)
+      die("--prune-end " + std::to_string(pruneEnd) + " is before --prune-at " +
+          std::to_string(pruneAt));
+    if (pruneEvery < 1)
+      die("--prune-every needs a positive number of steps, got " +
+          std::to_string(pruneEvery));
+    opts.pruneAt = pruneAt;
+    opts.pruneEnd = pruneEnd.getNumOccurrences() ? (int64_t)pruneEnd : (int64_t)pruneAt;
+    opts.pruneEvery = pruneEvery;
+  } else if (pruneAt.getNumOccurrences() || pruneEnd.getNumOccurrences() ||
+             pruneEvery.getNumOccurrences()) {
+    die("--prune-at, --prune-end and --prune-every need --prune magnitude=S");
+  }
   emitKind = emit;
   out = output;
 

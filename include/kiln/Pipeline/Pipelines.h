@@ -95,6 +95,12 @@ struct TrainCompileOptions {
   /// kiln op with this name is made wrong (--kiln-autodiff's break-vjp), so
   /// that kiln-gradcheck can be shown to catch it. Empty: none.
   std::string testBreakVJP;
+  /// Magnitude pruning (--prune magnitude=S): the final sparsity of each
+  /// weight of rank >= 2 (< 0: no pruning), reached on the cubic schedule
+  /// from step pruneAt to pruneEnd (0-based; equal: at once), a pruning
+  /// point every pruneEvery steps (--kiln-prune-magnitude).
+  double pruneSparsity = -1;
+  int64_t pruneAt = 0, pruneEnd = -1, pruneEvery = 1;
 };
 
 /// The loss scaling TrainCompileOptions ask for (--loss-scale, with its

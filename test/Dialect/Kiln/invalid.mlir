@@ -263,3 +263,30 @@ func.func @adam_types(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %
       -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @prune_sparsity(%p: tensor<4x4xf32>, %q: tensor<4x4xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{sparsity must be in [0, 1), got 1.5}}
+  %0:2 = kiln.magnitude_prune %p, %q, %t {sparsity = 1.5 : f32, start = 0 : i64, end = 0 : i64}
+      : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<i64>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @prune_schedule(%p: tensor<4x4xf32>, %q: tensor<4x4xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{needs 0 <= start <= end, got start 9, end 3}}
+  %0:2 = kiln.magnitude_prune %p, %q, %t {sparsity = 0.5 : f32, start = 9 : i64, end = 3 : i64}
+      : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<i64>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @prune_types(%p: tensor<4x4xf32>, %q: tensor<4x2xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{all of {param, pruned, new_param, new_pruned} have same type}}
+  %0:2 = kiln.magnitude_prune %p, %q, %t {sparsity = 0.5 : f32, start = 0 : i64, end = 0 : i64}
+      : (tensor<4x4xf32>, tensor<4x2xf32>, tensor<i64>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}

@@ -75,3 +75,11 @@ func.func @losses(%logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %w: tensor<
   %2 = kiln.mse_loss %p, %p : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
   return %0, %1, %2 : tensor<f32>, tensor<4xf32>, tensor<f32>
 }
+
+// CHECK-LABEL: func.func @magnitude_prune
+// CHECK: kiln.magnitude_prune %{{.*}}, %{{.*}}, %{{.*}} {end = 100 : i64, every = 10 : i64, sparsity = 5.000000e-01 : f32, start = 0 : i64}
+func.func @magnitude_prune(%p: tensor<16x8xf32>, %q: tensor<16x8xf32>, %t: tensor<i64>) -> tensor<16x8xf32> {
+  %p1, %q1 = kiln.magnitude_prune %p, %q, %t {sparsity = 0.5 : f32, start = 0 : i64, end = 100 : i64, every = 10 : i64}
+      : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<i64>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  return %p1 : tensor<16x8xf32>
+}

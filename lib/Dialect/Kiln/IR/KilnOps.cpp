@@ -149,6 +149,18 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult MagnitudePruneOp::verify() {
+  float sp = getSparsity().convertToFloat();
+  if (!(sp >= 0.0f && sp < 1.0f))
+    return emitOpError("sparsity must be in [0, 1), got ") << sp;
+  if (getStart() < 0 || getEnd() < getStart())
+    return emitOpError("needs 0 <= start <= end, got start ")
+           << getStart() << ", end " << getEnd();
+  if (getEvery() < 1)
+    return emitOpError("every must be at least 1, got ") << getEvery();
+  return success();
+}
+
 LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {

@@ -63,6 +63,7 @@ KILN_PRECISION(MseLossOp, Float32)
 KILN_PRECISION(SgdUpdateOp, Float32)
 KILN_PRECISION(MomentumUpdateOp, Float32)
 KILN_PRECISION(AdamUpdateOp, Float32)
+KILN_PRECISION(MagnitudePruneOp, Float32)
 
 // Elementwise, shape, pooling and indexing ops: their activations' type.
 KILN_PRECISION(NegOp, Follow)

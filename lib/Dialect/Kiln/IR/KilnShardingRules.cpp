@@ -211,6 +211,11 @@ KILN_BROADCAST_RULE(AdamUpdateOp)
 KILN_BROADCAST_RULE(DropoutOp)
 #undef KILN_BROADCAST_RULE
 
+// The elements a magnitude prune keeps depend on the whole parameter.
+ShardingRule MagnitudePruneOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+
 // A constant is whole on every rank; a consumer that needs a shard of it
 // slices it locally.
 ShardingRule ConstantOp::getShardingRule() {

@@ -350,4 +350,41 @@ def Kiln_AdamUpdateOp : Kiln_UpdateOp<"adam_update", [
                  Kiln_FloatTensor:$new_v);
 }
 
+//===----------------------------------------------------------------------===//
+// Compression
+//===----------------------------------------------------------------------===//
+
+def Kiln_MagnitudePruneOp : Kiln_GradOp<"magnitude_prune", [
+    AllTypesMatch<["param", "pruned", "new_param", "new_pruned"]>]> {
+  let summary = "unstructured magnitude pruning on a cubic schedule";
+  let description = [{
+    Keeps a parameter sparse (`--prune magnitude=S`, docs/Compression.md).
+    `pruned` holds 1 where an element is pruned, 0 elsewhere (zeros at
+    the start: nothing pruned). `step` is the optimizer's 1-based step `t`;
+    the step index is `s = t - 1`. At a schedule point (`start <= s <= end`
+    and `(s - start) % every == 0`, or `s == end`) the target sparsity is
+    Zhu and Gupta's cubic schedule
+
+        sparsity * (1 - (1 - (s - start) / (end - start))^3)
+
+    (`sparsity` when `end == start`), and `new_pruned` marks the
+    round(target * n) elements of smallest |param| (ties by position;
+    elements pruned before have |param| = 0 and stay pruned, since the
+    schedule never falls). Elsewhere `new_pruned = pruned`. Then
+    `new_param = param` where not pruned, 0 where pruned.
+
+    ```mlir
+    %p1, %q1 = kiln.magnitude_prune %p, %q, %t
+        {sparsity = 0.5 : f32, start = 0 : i64, end = 100 : i64, every = 10 : i64}
+        : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<i64>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$pruned,
+                   0DTensorOf<[I64]>:$step,
+                   F32Attr:$sparsity, I64Attr:$start, I64Attr:$end,
+                   DefaultValuedAttr<I64Attr, "1">:$every);
+  let results = (outs Kiln_FloatTensor:$new_param, Kiln_FloatTensor:$new_pruned);
+  let hasVerifier = 1;
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNGRADOPS_TD

@@ -84,6 +84,31 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnPruneMagnitudePass : Pass<"kiln-prune-magnitude", "mlir::ModuleOp"> {
+  let summary = "Unstructured magnitude pruning kept through training";
+  let description = [{
+    After `--kiln-attach-optimizer`: each update of a weight of rank 2 or
+    more (`kiln.role = "weight"`: a Linear's or a convolution's kernel, an
+    embedding table; not biases or norms' scales) is followed by a
+    `kiln.magnitude_prune` of its new value with a new optimizer-state
+    argument `<param>/pruned` (`kiln.init = "zeros"`: nothing pruned yet),
+    returned as that argument's update. The update's optimizer state
+    (momentum buffer, Adam's moments) is multiplied by `1 - pruned`, so a
+    pruned element's state stays zero. `start`, `end` and `every` are step
+    indices (0-based) of the cubic schedule; `start == end` prunes to
+    `sparsity` at once at that step.
+  }];
+  let options = [
+    Option<"sparsity", "sparsity", "double", "0.5",
+           "the final fraction of each weight's elements pruned, in [0, 1)">,
+    Option<"start", "start", "int64_t", "0", "the first pruning step">,
+    Option<"end", "end", "int64_t", "0",
+           "the step the final sparsity is reached (start: at once)">,
+    Option<"every", "every", "int64_t", "1",
+           "steps between pruning points on the schedule">,
+  ];
+}
+
 def KilnAttachOptimizerPass : Pass<"kiln-attach-optimizer", "mlir::ModuleOp"> {
   let summary = "Turns @train_step's gradients into optimizer updates";
   let description = [{

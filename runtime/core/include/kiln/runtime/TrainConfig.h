@@ -22,8 +22,8 @@ constexpr const char *kTrainConfigFormat = "kiln-train-config";
 constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
-/// "schedule", "mesh", "loss_scale", or each element of "data".
-enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, LossScale, Data };
+/// "schedule", "mesh", "loss_scale", "prune", or each element of "data".
+enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, LossScale, Prune, Data };
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
 /// X(Id, object, "key", JSON type, required, nullable, default). The default
@@ -51,6 +51,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(Mesh, Top, "mesh", Object, false, false, nullptr)                          \
   X(Precision, Top, "precision", String, false, false, "fp32")                 \
   X(LossScale, Top, "loss_scale", Object, false, false, nullptr)               \
+  X(Prune, Top, "prune", Object, false, false, nullptr)                        \
   X(DataName, Data, "name", String, true, false, nullptr)                      \
   X(DataDType, Data, "dtype", String, true, false, nullptr)                    \
   X(DataSampleShape, Data, "sample_shape", Array, true, false, nullptr)        \
@@ -81,7 +82,12 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
     false, 2000)                                                               \
   X(LossScaleMin, LossScale, "min", Number, false, false, 1.0)                 \
   X(LossScaleInput, LossScale, "input", String, false, false,                  \
-    "kiln.loss_scale")
+    "kiln.loss_scale")                                                         \
+  X(PruneKind, Prune, "kind", String, false, false, "magnitude")               \
+  X(PruneSparsity, Prune, "sparsity", Number, false, false, 0.0)               \
+  X(PruneStart, Prune, "start", Integer, false, false, 0)                      \
+  X(PruneEnd, Prune, "end", Integer, false, false, 0)                          \
+  X(PruneEvery, Prune, "every", Integer, false, false, 1)
 
 enum class TrainConfigKey {
 #define KILN_TRAIN_CONFIG_ENUM(ID, OBJ, KEY, TYPE, REQ, NULLABLE, DFLT) ID,
@@ -145,6 +151,7 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Schedule: return "schedule";
   case TrainConfigObject::Mesh: return "mesh";
   case TrainConfigObject::LossScale: return "loss_scale";
+  case TrainConfigObject::Prune: return "prune";
   case TrainConfigObject::Data: return "data";
   }
   return "";
