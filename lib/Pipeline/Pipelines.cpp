@@ -216,6 +216,17 @@ bool kiln::compileONNXToTraining(const std::string &path,
     if (failed(pm.run(*module)))
       return fail("loss");
   }
+  if (opts.qat) {
+    // Before the precision pass (the fake quantization computes in f32)
+    // and the eval copy (evaluation sees the quantized model).
+    PassManager pm(&ctx);
+    KilnQuantizeAwarePassOptions qo;
+    if (opts.qatFreeze > 0)
+      qo.freeze = opts.qatFreeze;
+    pm.addPass(createKilnQuantizeAwarePass(qo));
+    if (failed(pm.run(*module)))
+      return fail("qat");
+  }
   if (opts.precision != "fp32") {
     std::optional<LowPrecision> low = symbolizeLowPrecision(opts.precision);
     if (!low)
@@ -434,6 +445,28 @@ bool kiln::compileONNXToTraining(const std::string &path,
         {key(K::PruneStart), opts.pruneAt},
         {key(K::PruneEnd), opts.pruneEnd < 0 ? opts.pruneAt : opts.pruneEnd},
         {key(K::PruneEvery), opts.pruneEvery}};
+  if (opts.qat) {
+    llvm::json::Array sites;
+    if (auto recs = (*module)->getAttrOfType<ArrayAttr>(KilnDialect::getQatSitesAttrName()))
+      for (Attribute a : recs) {
+        auto d = cast<DictionaryAttr>(a);
+        auto i = [&](StringRef k) { return cast<IntegerAttr>(d.get(k)).getInt(); };
+        auto str = [&](StringRef k) { return cast<StringAttr>(d.get(k)).getValue().str(); };
+        sites.push_back(llvm::json::Object{{key(K::QatSiteNode), i("node")},
+                                           {key(K::QatSiteName), str("name")},
+                                           {key(K::QatSiteWeight), str("weight")},
+                                           {key(K::QatSiteAxis), i("axis")},
+                                           {key(K::QatSiteObserver), str("observer")}});
+      }
+    llvm::json::Object q{{key(K::QatKind), "int8"},
+                         {key(K::QatAveraging), 0.01},
+                         {key(K::QatSites), std::move(sites)}};
+    if (opts.qatFreeze > 0)
+      q[key(K::QatFreeze)] = opts.qatFreeze;
+    else
+      q[key(K::QatFreeze)] = nullptr;
+    config[key(K::Qat)] = std::move(q);
+  }
   if (lossScaling)
     config[key(K::LossScale)] = llvm::json::Object{
         {key(K::LossScaleMode), staticScale > 0 ? "static" : "dynamic"},

@@ -26,6 +26,7 @@ void registerBackwardKernels(KernelRegistry &r) {
   registerLossGradKernels(grads);
   registerOptimizerKernels(grads);
   registerPruneKernels(grads);
+  registerQuantKernels(grads);
   // Written for f32 and f64; mixed precision (bf16, fp16) gives them 16-bit
   // operands, which they take through f32 staging. `copy` moves bytes of
   // any type, `slice_grad` moves 16-bit values itself, relu_grad,

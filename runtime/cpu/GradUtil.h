@@ -137,6 +137,7 @@ void registerShapeGradKernels(KernelRegistry &r);      // ShapeGrad.cpp
 void registerLossGradKernels(KernelRegistry &r);       // LossGrad.cpp
 void registerOptimizerKernels(KernelRegistry &r);      // Optimizer.cpp
 void registerPruneKernels(KernelRegistry &r);          // Prune.cpp
+void registerQuantKernels(KernelRegistry &r);          // Quant.cpp
 
 } // namespace kiln::rt::cpu
 

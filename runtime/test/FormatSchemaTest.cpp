@@ -109,7 +109,10 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
   case TrainConfigObject::Mesh: return schema["properties"]["mesh"];
   case TrainConfigObject::LossScale: return schema["properties"]["loss_scale"];
   case TrainConfigObject::Prune: return schema["properties"]["prune"];
+  case TrainConfigObject::Qat: return schema["properties"]["qat"];
   case TrainConfigObject::Data: return schema["properties"]["data"]["items"];
+  case TrainConfigObject::QatSite:
+    return schema["properties"]["qat"]["properties"]["sites"]["items"];
   }
   return schema;
 }
@@ -154,7 +157,8 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
        {TrainConfigObject::Top, TrainConfigObject::Optimizer,
         TrainConfigObject::Schedule, TrainConfigObject::Mesh,
         TrainConfigObject::LossScale, TrainConfigObject::Prune,
-        TrainConfigObject::Data}) {
+        TrainConfigObject::Qat, TrainConfigObject::Data,
+        TrainConfigObject::QatSite}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

@@ -272,6 +272,43 @@ Config parseConfig(std::string_view text) {
         bad("prune needs 0 <= start <= end and every >= 1");
       c.prune = q;
     }
+    if (const json *qa = field(j, Key::Qat)) {
+      if (!qa->is_object())
+        bad("'qat' must be an object");
+      QatConfig q;
+      std::string kind = getString(*qa, Key::QatKind, "qat ");
+      if (kind != "int8")
+        bad("qat kind must be int8, got '" + kind + "'");
+      q.freeze = getInt(*qa, Key::QatFreeze, "qat ");
+      if (q.freeze && *q.freeze < 1)
+        bad("qat freeze must be at least 1");
+      q.averaging = getNumber(*qa, Key::QatAveraging, "qat ");
+      if (!(q.averaging > 0 && q.averaging <= 1))
+        bad("qat averaging must be in (0, 1]");
+      const json *sites = field(*qa, Key::QatSites);
+      if (!sites || !sites->is_array() || sites->empty())
+        bad("qat 'sites' must be a non-empty array");
+      for (size_t i = 0; i < sites->size(); ++i) {
+        const json &e = (*sites)[i];
+        std::string where = "qat sites[" + std::to_string(i) + "] ";
+        if (!e.is_object())
+          bad(where + "must be an object");
+        QatSite t;
+        std::optional<int64_t> node = getInt(e, Key::QatSiteNode, where);
+        std::optional<int64_t> axis = getInt(e, Key::QatSiteAxis, where);
+        if (!node || *node < 0 || !axis || *axis < 0)
+          bad(where + "needs a node and an axis >= 0");
+        t.node = *node;
+        t.axis = *axis;
+        t.name = getString(e, Key::QatSiteName, where);
+        t.weight = getString(e, Key::QatSiteWeight, where);
+        t.observer = getString(e, Key::QatSiteObserver, where);
+        if (t.weight.empty() || t.observer.empty())
+          bad(where + "needs a weight and an observer");
+        q.sites.push_back(std::move(t));
+      }
+      c.qat = std::move(q);
+    }
     c.lrInput = getString(j, Key::LrInput);
     c.stepInput = getString(j, Key::StepInput);
   } catch (const json::exception &e) {

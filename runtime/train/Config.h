@@ -59,6 +59,21 @@ struct PruneConfig {
   int64_t start = 0, end = 0, every = 1;
 };
 
+/// Quantization-aware training (the config's `qat`; docs/Compression.md):
+/// the plan fake-quantizes; --export-onnx writes QDQ at each site.
+struct QatSite {
+  int64_t node = 0;      // the node's index in the model's graph
+  std::string name;      // its name (or the importer's for it)
+  std::string weight;    // the weight initializer
+  int64_t axis = 0;      // the weight's output-channel axis
+  std::string observer;  // the activation observer's state parameter
+};
+struct QatConfig {
+  std::optional<int64_t> freeze; // batches observed; none: never fixed
+  double averaging = 0.01;
+  std::vector<QatSite> sites;
+};
+
 struct Config {
   std::string model;        // the ONNX file's name (informative)
   std::string modelSha256;  // identity of the model, for checkpoints
@@ -76,6 +91,7 @@ struct Config {
   /// (kiln-compile --soft-labels) instead of class indices.
   bool softLabels = false;
   std::optional<PruneConfig> prune;
+  std::optional<QatConfig> qat;
   std::vector<DataSpec> data;
   std::string optimizer = defaultString(rt::TrainConfigKey::OptimizerName);
   double lr = rt::trainConfigField(rt::TrainConfigKey::OptimizerLr).dflt.number;

@@ -10,6 +10,7 @@
 //     [--lr-schedule constant|linear-warmup|cosine] [--warmup-steps N]
 //     [--total-steps N] [--min-lr F] [--dim NAME=N]
 //     [--prune magnitude=S [--prune-at STEP] [--prune-end STEP] [--prune-every N]]
+//     [--qat int8 [--qat-freeze-step STEP]]
 //
 // --emit exe (default) copies kiln-train (next to this tool, or
 // $KILN_TRAIN_RUNTIME) to OUT and appends the train plan, the config, the
@@ -258,6 +259,19 @@ cl::opt<long long, false, IntParser>
                cl::desc("steps between pruning points of the schedule (default 1)"),
                cl::value_desc("N"), cl::init(1), cl::cat(kilnCategory));
 
+cl::opt<std::string>
+    qat("qat",
+        cl::desc("compression: quantization-aware training; int8 fake-quantizes "
+                 "each MatMul, Gemm and Conv with a trained weight (weights "
+                 "symmetric per output channel, activations per tensor from "
+                 "moving-average observers, straight-through gradients)"),
+        cl::value_desc("int8"), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser>
+    qatFreeze("qat-freeze-step",
+              cl::desc("the observers fix their ranges after this many "
+                       "training steps (default: never)"),
+              cl::value_desc("STEP"), cl::init(-1), cl::cat(kilnCategory));
+
 // A testing aid, hidden from --help: kiln-gradcheck's tests break one VJP
 // to show that the check finds and names it.
 cl::opt<std::string> testBreakVJP(
@@ -387,6 +401,19 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
              pruneEvery.getNumOccurrences()) {
     die("--prune-at, --prune-end and --prune-every need --prune magnitude=S");
   }
+  if (!qat.empty()) {
+    if (qat != "int8")
+      die("--qat needs int8, got '" + qat + "'");
+    opts.qat = true;
+    if (qatFreeze.getNumOccurrences()) {
+      if (qatFreeze < 1)
+        die("--qat-freeze-step needs a step >= 1, got " + std::to_string(qatFreeze));
+      opts.qatFreeze = qatFreeze;
+    }
+  } else if (qatFreeze.getNumOccurrences()) {
+    die("--qat-freeze-step needs --qat int8");
+  }
+
   emitKind = emit;
   out = output;
 

@@ -101,6 +101,11 @@ struct TrainCompileOptions {
   /// point every pruneEvery steps (--kiln-prune-magnitude).
   double pruneSparsity = -1;
   int64_t pruneAt = 0, pruneEnd = -1, pruneEvery = 1;
+  /// Quantization-aware training (--qat int8, --kiln-qat): off unless
+  /// set; its observers fix their ranges after qatFreeze batches (< 0:
+  /// never).
+  bool qat = false;
+  int64_t qatFreeze = -1;
 };
 
 /// The loss scaling TrainCompileOptions ask for (--loss-scale, with its

@@ -290,3 +290,38 @@ func.func @prune_types(%p: tensor<4x4xf32>, %q: tensor<4x2xf32>, %t: tensor<i64>
       : (tensor<4x4xf32>, tensor<4x2xf32>, tensor<i64>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   return
 }
+
+// -----
+
+func.func @fake_quant_scale(%x: tensor<4x3xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{scale 'tensor<4xf32>' must have the input's size 3 along axis 1}}
+  %0 = kiln.fake_quant %x, %s, %s {axis = 1 : i64, quant_min = -127 : i64, quant_max = 127 : i64}
+      : (tensor<4x3xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_range(%x: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs quant_min < quant_max, got 255 and 0}}
+  %0 = kiln.fake_quant %x, %s, %s {quant_min = 255 : i64, quant_max = 0 : i64}
+      : (tensor<4x3xf32>, tensor<f32>, tensor<f32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @observer_shape(%x: tensor<4x3xf32>, %o: tensor<2xf32>) {
+  // expected-error @+1 {{observer must be tensor<3xf32> ([min, max, n]), got 'tensor<2xf32>'}}
+  %0:3 = kiln.minmax_observe %x, %o {averaging = 0.01 : f32, freeze = 5 : i64, quant_min = 0 : i64, quant_max = 255 : i64}
+      : (tensor<4x3xf32>, tensor<2xf32>) -> (tensor<f32>, tensor<f32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @absmax_axis(%w: tensor<4x3xf32>) {
+  // expected-error @+1 {{result must be [3] of the input's element type}}
+  %0 = kiln.absmax_scale %w {axis = 1 : i64, quant_max = 127 : i64} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}

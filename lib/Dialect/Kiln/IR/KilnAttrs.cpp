@@ -200,6 +200,23 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << "got " << attr.getValue();
     return success();
   }
+  if (name == getQatSitesAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on a module";
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all)
+      return op->emitError() << name << " must be an array of dictionaries";
+    for (Attribute a : all) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      if (!d || !d.getAs<IntegerAttr>("node") || !d.getAs<IntegerAttr>("axis") ||
+          !d.getAs<StringAttr>("name") || !d.getAs<StringAttr>("weight") ||
+          !d.getAs<StringAttr>("observer"))
+        return op->emitError()
+               << name << ": each site needs node and axis (i64) and name, "
+               << "weight and observer (strings), got " << a;
+    }
+    return success();
+  }
   if (name == getShardingsAttrName()) {
     auto all = dyn_cast<ArrayAttr>(attr.getValue());
     if (!all || all.size() != op->getNumResults())

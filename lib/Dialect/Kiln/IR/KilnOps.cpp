@@ -161,6 +161,71 @@ LogicalResult MagnitudePruneOp::verify() {
   return success();
 }
 
+/// Checks a fake quantization's scale and zero point against its input.
+static LogicalResult verifyQuantParams(Operation *op, Type input, Type scale,
+                                       Type zeroPoint, std::optional<int64_t> axis,
+                                       int64_t qmin, int64_t qmax) {
+  if (qmin >= qmax)
+    return op->emitOpError("needs quant_min < quant_max, got ")
+           << qmin << " and " << qmax;
+  if (scale != zeroPoint)
+    return op->emitOpError("scale ") << scale << " and zero_point " << zeroPoint
+                                     << " differ in type";
+  ArrayRef<int64_t> in = shapeOf(input), s = shapeOf(scale);
+  if (!axis) {
+    if (!s.empty())
+      return op->emitOpError("without axis, scale must be a scalar, got ") << scale;
+    return success();
+  }
+  if (*axis < 0 || *axis >= (int64_t)in.size())
+    return op->emitOpError("axis ") << *axis << " is out of range for " << input;
+  if (s.size() != 1 || s[0] != in[*axis])
+    return op->emitOpError("scale ")
+           << scale << " must have the input's size " << in[*axis]
+           << " along axis " << *axis;
+  return success();
+}
+
+LogicalResult FakeQuantOp::verify() {
+  return verifyQuantParams(*this, getInput().getType(), getScale().getType(),
+                           getZeroPoint().getType(), getAxis(), getQuantMin(),
+                           getQuantMax());
+}
+
+LogicalResult MinMaxObserveOp::verify() {
+  auto o = cast<RankedTensorType>(getObserver().getType());
+  if (o.getShape() != ArrayRef<int64_t>{3} || !o.getElementType().isF32())
+    return emitOpError("observer must be tensor<3xf32> ([min, max, n]), got ") << o;
+  if (getNewObserver().getType() != o)
+    return emitOpError("new_observer must have the observer's type");
+  if (getQuantMin() >= getQuantMax())
+    return emitOpError("needs quant_min < quant_max");
+  float a = getAveraging().convertToFloat();
+  if (!(a > 0.0f && a <= 1.0f))
+    return emitOpError("averaging must be in (0, 1], got ") << a;
+  if (getFreeze() < 0)
+    return emitOpError("freeze must be non-negative");
+  return success();
+}
+
+void MinMaxObserveOp::getStateUpdates(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &updates) {
+  updates.push_back({1, 2}); // observer
+}
+
+LogicalResult AbsMaxScaleOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput().getType());
+  if (getAxis() < 0 || getAxis() >= (int64_t)in.size())
+    return emitOpError("axis ") << getAxis() << " is out of range";
+  auto r = cast<RankedTensorType>(getType());
+  if (r.getShape() != ArrayRef<int64_t>{in[getAxis()]} ||
+      r.getElementType() != cast<RankedTensorType>(getInput().getType()).getElementType())
+    return emitOpError("result must be [") << in[getAxis()] << "] of the input's element type";
+  if (getQuantMax() < 1)
+    return emitOpError("quant_max must be positive");
+  return success();
+}
+
 LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {

@@ -216,6 +216,21 @@ ShardingRule MagnitudePruneOp::getShardingRule() {
   return ShardingRule::allWhole(getOperation());
 }
 
+// A quantization's scale depends on a whole tensor (its range) or a whole
+// channel; the observer's state is one per tensor.
+ShardingRule FakeQuantOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+ShardingRule FakeQuantGradOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+ShardingRule MinMaxObserveOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+ShardingRule AbsMaxScaleOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+
 // A constant is whole on every rank; a consumer that needs a shard of it
 // slices it locally.
 ShardingRule ConstantOp::getShardingRule() {

@@ -344,6 +344,17 @@ KILN_VJP(DropoutOp) {
   return success();
 }
 
+// Straight-through: the gradient passes where the input quantized inside the
+// range; none reaches the scale or zero point.
+KILN_VJP(FakeQuantOp) {
+  og.push_back(FakeQuantGradOp::create(
+      b, getLoc(), getInput().getType(), rg[0], getInput(), getScale(),
+      getZeroPoint(), getAxisAttr(), getQuantMinAttr(), getQuantMaxAttr()));
+  og.push_back(Value());
+  og.push_back(Value());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -33,6 +33,9 @@ struct EvalModePass : public kiln::impl::KilnEvalModePassBase<EvalModePass> {
           d.getMask().replaceAllUsesWith(all);
         }
         dead.push_back(op);
+      } else if (auto o = dyn_cast<kiln::MinMaxObserveOp>(op)) {
+        // Evaluation reads the observed range and does not move it.
+        o.setFreeze(0);
       } else if (auto bn = dyn_cast<kiln::BatchNormTrainOp>(op)) {
         Value y = kiln::BatchNormOp::create(b, bn.getLoc(), bn.getInput(),
                                             bn.getScale(), bn.getBias(),

@@ -87,6 +87,12 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getWeightsAttrName() {
       return ::llvm::StringLiteral("kiln.weights");
     }
+    /// Module: the sites --kiln-qat quantized, an array of dictionaries
+    /// {node: i64, name, weight, observer: strings, axis: i64} for
+    /// --export-onnx's QDQ model.
+    static constexpr ::llvm::StringLiteral getQatSitesAttrName() {
+      return ::llvm::StringLiteral("kiln.qat_sites");
+    }
     /// shard.grid: the names of the mesh's axes (["dp"]), one per dim of
     /// its shape; the runtime's collectives name their group by axis.
     static constexpr ::llvm::StringLiteral getAxisNamesAttrName() {

@@ -387,4 +387,92 @@ def Kiln_MagnitudePruneOp : Kiln_GradOp<"magnitude_prune", [
   let hasVerifier = 1;
 }
 
+// Quantization-aware training (--qat int8, docs/Compression.md).
+
+def Kiln_FakeQuantOp : Kiln_GradOp<"fake_quant", [Kiln_Differentiable,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "quantize and dequantize (fake quantization)";
+  let description = [{
+    `q = clamp(zero_point + nearbyint(input * (1 / scale)), quant_min,
+    quant_max)`, `result = (q - zero_point) * scale`, exactly as PyTorch's
+    `torch.fake_quantize_per_tensor_affine` (no `axis`: `scale` and
+    `zero_point` are scalars) and `torch.fake_quantize_per_channel_affine`
+    (`axis`: they are `[C]` with `C` the input's size along it) compute it,
+    in float32 (`1 / scale` in float32, rounding half to even). The
+    gradient is the straight-through estimator: `dy` where the unclamped
+    `q` lies in `[quant_min, quant_max]`, 0 outside; none reaches `scale`
+    or `zero_point`.
+
+    ```mlir
+    %y = kiln.fake_quant %w, %s, %z {axis = 0 : i64, quant_min = -127 : i64, quant_max = 127 : i64}
+        : (tensor<16x8xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
+                   Kiln_FloatTensor:$zero_point, OptionalAttr<I64Attr>:$axis,
+                   I64Attr:$quant_min, I64Attr:$quant_max);
+  let results = (outs Kiln_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_FakeQuantGradOp : Kiln_GradOp<"fake_quant_grad", [
+    AllTypesMatch<["dy", "input", "result"]>]> {
+  let summary = "gradient of fake_quant (straight-through, clipped)";
+  let description = [{
+    `dy` where `zero_point + nearbyint(input * (1 / scale))` lies in
+    `[quant_min, quant_max]` (the forward's unclamped `q`), 0 elsewhere.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$dy, Kiln_FloatTensor:$input,
+                   Kiln_FloatTensor:$scale, Kiln_FloatTensor:$zero_point,
+                   OptionalAttr<I64Attr>:$axis, I64Attr:$quant_min,
+                   I64Attr:$quant_max);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_MinMaxObserveOp : Kiln_GradOp<"minmax_observe", [
+    DeclareOpInterfaceMethods<Kiln_StatefulOpInterface>]> {
+  let summary = "moving-average min/max observer and its affine parameters";
+  let description = [{
+    An activation's quantization range (PyTorch's
+    `MovingAverageMinMaxObserver`). `observer` is `[min, max, n]`, `n` the
+    batches observed (zeros at the start). While `n < freeze`: the first
+    batch sets `min` and `max` to the input's; later ones move them by
+    `averaging * (batch - running)`; `n` counts the batch. From `freeze`
+    batches on the observer keeps its range. Then, as PyTorch's
+    `_calculate_qparams` in float32, with `lo = min(min, 0)` and `hi = max(max,
+    0)`: `scale = max((hi - lo) / (quant_max - quant_min), eps)` (float32's
+    epsilon) and `zero_point = clamp(quant_min - round(lo / scale),
+    quant_min, quant_max)` (half to even). No gradient flows through it.
+
+    ```mlir
+    %s, %z, %o1 = kiln.minmax_observe %x, %o
+        {averaging = 0.01 : f32, freeze = 1000 : i64, quant_min = 0 : i64, quant_max = 255 : i64}
+        : (tensor<8x16xf32>, tensor<3xf32>) -> (tensor<f32>, tensor<f32>, tensor<3xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$observer,
+                   F32Attr:$averaging, I64Attr:$freeze, I64Attr:$quant_min,
+                   I64Attr:$quant_max);
+  let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$zero_point,
+                 Kiln_FloatTensor:$new_observer);
+  let hasVerifier = 1;
+}
+
+def Kiln_AbsMaxScaleOp : Kiln_GradOp<"absmax_scale"> {
+  let summary = "symmetric per-channel scale from the largest magnitude";
+  let description = [{
+    `scale[c] = max(max |input[..., c, ...]| / quant_max, eps)` over every
+    axis but `axis` (float32's epsilon): a weight's symmetric per-channel
+    quantization scale (zero point 0). No gradient flows through it.
+
+    ```mlir
+    %s = kiln.absmax_scale %w {axis = 1 : i64, quant_max = 127 : i64}
+        : (tensor<8x16xf32>) -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis, I64Attr:$quant_max);
+  let results = (outs Kiln_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNGRADOPS_TD

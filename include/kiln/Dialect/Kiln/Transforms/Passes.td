@@ -188,6 +188,31 @@ def KilnZeroPass : Pass<"kiln-zero", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def KilnQuantizeAwarePass : Pass<"kiln-qat", "mlir::ModuleOp"> {
+  let summary = "Quantization-aware training: fake-quantized matmuls and convolutions";
+  let description = [{
+    On `@forward` (after `--kiln-attach-loss`, before `--kiln-mixed-precision`
+    and `--kiln-autodiff`): each `kiln.matmul` and `kiln.conv` that reads a
+    trained weight of rank 2 or more computes on fake-quantized operands.
+    The weight: `kiln.fake_quant` per output channel (symmetric int8,
+    [-127, 127], zero point 0, scale `kiln.absmax_scale`), once per
+    parameter. The other operand, the activation: `kiln.fake_quant` per
+    tensor (asymmetric uint8, [0, 255]) with the scale and zero point of a
+    `kiln.minmax_observe` whose state is a new parameter `<node>/observer`
+    (`kiln.role = "state"`, zeros), once per value. Autodiff threads the
+    observer's update back and differentiates straight through. The module
+    gets `kiln.qat_sites`: per quantized op, its ONNX node (index and name),
+    the weight, its axis and the observer, from which `--export-onnx` writes
+    QuantizeLinear/DequantizeLinear.
+  }];
+  let options = [
+    Option<"freeze", "freeze", "int64_t", "9223372036854775807",
+           "batches each observer sees before its range is fixed">,
+    Option<"averaging", "averaging", "double", "0.01",
+           "the observers' moving-average constant">,
+  ];
+}
+
 def KilnMixedPrecisionPass : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Computes in bf16 or fp16 where it is safe, float32 where not";
   let description = [{

@@ -22,8 +22,11 @@ constexpr const char *kTrainConfigFormat = "kiln-train-config";
 constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
-/// "schedule", "mesh", "loss_scale", "prune", or each element of "data".
-enum class TrainConfigObject { Top, Optimizer, Schedule, Mesh, LossScale, Prune, Data };
+/// "schedule", "mesh", "loss_scale", "prune", "qat", each element of "data"
+/// or each element of "qat"'s "sites".
+enum class TrainConfigObject {
+  Top, Optimizer, Schedule, Mesh, LossScale, Prune, Qat, Data, QatSite
+};
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
 /// X(Id, object, "key", JSON type, required, nullable, default). The default
@@ -52,6 +55,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(Precision, Top, "precision", String, false, false, "fp32")                 \
   X(LossScale, Top, "loss_scale", Object, false, false, nullptr)               \
   X(Prune, Top, "prune", Object, false, false, nullptr)                        \
+  X(Qat, Top, "qat", Object, false, false, nullptr)                            \
   X(DataName, Data, "name", String, true, false, nullptr)                      \
   X(DataDType, Data, "dtype", String, true, false, nullptr)                    \
   X(DataSampleShape, Data, "sample_shape", Array, true, false, nullptr)        \
@@ -87,7 +91,16 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(PruneSparsity, Prune, "sparsity", Number, false, false, 0.0)               \
   X(PruneStart, Prune, "start", Integer, false, false, 0)                      \
   X(PruneEnd, Prune, "end", Integer, false, false, 0)                          \
-  X(PruneEvery, Prune, "every", Integer, false, false, 1)
+  X(PruneEvery, Prune, "every", Integer, false, false, 1)                      \
+  X(QatKind, Qat, "kind", String, false, false, "int8")                        \
+  X(QatFreeze, Qat, "freeze", Integer, false, true, nullptr)                   \
+  X(QatAveraging, Qat, "averaging", Number, false, false, 0.01)                \
+  X(QatSites, Qat, "sites", Array, true, false, nullptr)                       \
+  X(QatSiteNode, QatSite, "node", Integer, true, false, nullptr)               \
+  X(QatSiteName, QatSite, "name", String, true, false, nullptr)                \
+  X(QatSiteWeight, QatSite, "weight", String, true, false, nullptr)            \
+  X(QatSiteAxis, QatSite, "axis", Integer, true, false, nullptr)               \
+  X(QatSiteObserver, QatSite, "observer", String, true, false, nullptr)
 
 enum class TrainConfigKey {
 #define KILN_TRAIN_CONFIG_ENUM(ID, OBJ, KEY, TYPE, REQ, NULLABLE, DFLT) ID,
@@ -152,7 +165,9 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Mesh: return "mesh";
   case TrainConfigObject::LossScale: return "loss_scale";
   case TrainConfigObject::Prune: return "prune";
+  case TrainConfigObject::Qat: return "qat";
   case TrainConfigObject::Data: return "data";
+  case TrainConfigObject::QatSite: return "qat.sites";
   }
   return "";
 }
