@@ -256,6 +256,15 @@ def main():
     mid = read_safetensors(os.path.join(ck, "step-%08d" % 10, "tensors.safetensors"))
     check(all(np.array_equal(mid[k], final[k]) for k in obs),
           "after %d steps the observers no longer move" % FREEZE)
+    # Resume at step 5, observers still observing: the uninterrupted losses.
+    ck5 = os.path.join(w, "ck5")
+    r = run(exe, ["--steps", "5", "--checkpoint-dir", ck5, "--checkpoint-every", "5"])
+    met2 = os.path.join(w, "m2.jsonl")
+    r2 = run(exe, ["--steps", str(STEPS), "--metrics", met2, "--checkpoint-dir", ck5, "--resume"])
+    l2 = losses(met2) if r2.returncode == 0 else []
+    check(r.returncode == 0 and r2.returncode == 0 and l2 == kl[5:],
+          "a resume at step 5 continues the uninterrupted losses exactly",
+          (r2.stderr[-300:], l2[:3], kl[5:8]))
     config = payload_config(exe)
     qat = config.get("qat", {})
     import jsonschema
@@ -348,6 +357,7 @@ def main():
     refused(base + ["--qat", "int4"], "--qat needs int8, got 'int4'")
     refused(base + ["--qat-freeze-step", "5"], "--qat-freeze-step needs --qat int8")
     refused(base + ["--qat", "int8", "--qat-freeze-step", "0"], "--qat-freeze-step needs a step >= 1")
+    refused(base + ["--qat", "int8", "--mesh", "dp=2"], "--qat with --mesh dp=2 is not supported yet")
     # A model with no MatMul, Gemm or Conv: y = x * s.
     mul = oh.make_model(oh.make_graph(
         [oh.make_node("Mul", ["x", "s"], ["y"], name="scale")], "mul",
