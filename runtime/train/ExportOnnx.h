@@ -5,10 +5,13 @@
 // initializer named like a param of the plan (trained weights, updated state
 // such as BatchNorm running statistics) replaced by the param's current
 // value: raw_data, the other data fields cleared, data type and dims kept.
-// Models that keep tensors in external data files are refused.
+// Models that keep tensors in external data files are refused. A model
+// trained with --qat leaves as QDQ (QuantizeLinear/DequantizeLinear).
 //===----------------------------------------------------------------------===//
 #ifndef KILN_TRAIN_EXPORTONNX_H
 #define KILN_TRAIN_EXPORTONNX_H
+
+#include "Config.h"
 
 #include "kiln/runtime/Runtime.h"
 
@@ -26,9 +29,15 @@ void checkExportable(std::string_view model, const std::string &outPath);
 /// replaced. `whole` (may be null) holds parameters the program keeps split
 /// over the ranks (ZeRO-3), gathered: they are written from it. Throws
 /// UserError.
+/// `qat` (may be null): a QAT model's sites; the export is then a QDQ
+/// model: each site's weight an int8 initializer (per output channel,
+/// zero point 0) behind a DequantizeLinear, its activation input through
+/// QuantizeLinear/DequantizeLinear (uint8, per tensor) with the scale and
+/// zero point of its observer (kiln/runtime/Quantize.h). Needs opset >= 13.
 size_t exportOnnx(std::string_view model, const rt::Program &program,
                   const std::string &outPath,
-                  const std::map<std::string, rt::HostTensor> *whole = nullptr);
+                  const std::map<std::string, rt::HostTensor> *whole = nullptr,
+                  const QatConfig *qat = nullptr);
 
 } // namespace kiln::train
 

@@ -956,7 +956,8 @@ int runTraining(int argc, char **argv) {
   if ((!opt.exportOnnx.empty() || !opt.evalData.empty()) && !config.sharded.empty())
     wholeEnd = gatherSharded(); // every rank: export and eval are rank 0's
   if (!opt.exportOnnx.empty() && lead) {
-    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx, &wholeEnd);
+    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx, &wholeEnd,
+                          config.qat ? &*config.qat : nullptr);
     log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
   }

@@ -128,6 +128,55 @@ def fq_weight(w):
     return torch.fake_quantize_per_channel_affine(w, scale, zp, 0, -127, 127)
 
 
+def qdq_forward(path, x):
+    """The exported QDQ model's logits, evaluated in NumPy: ONNX's
+    QuantizeLinear (round half to even of x / scale, plus the zero point,
+    saturated), DequantizeLinear ((q - zero_point) * scale, per axis), Gemm,
+    Relu. (onnx 1.12 has no reference evaluator.)"""
+    m = onnx.load(path)
+    env = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    env[m.graph.input[0].name] = x
+    for n in m.graph.node:
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in n.attribute}
+        i = [env[k] for k in n.input]
+        if n.op_type == "QuantizeLinear":
+            q = np.rint(i[0] / i[1]) + i[2].astype(np.float32)
+            info = np.iinfo(i[2].dtype)
+            out = np.clip(q, info.min, info.max).astype(i[2].dtype)
+        elif n.op_type == "DequantizeLinear":
+            s, z = i[1], i[2].astype(np.float32)
+            if s.ndim == 1:
+                shape = [1] * i[0].ndim
+                shape[a.get("axis", 1)] = -1
+                s, z = s.reshape(shape), z.reshape(shape)
+            out = ((i[0].astype(np.float32) - z) * s).astype(np.float32)
+        elif n.op_type == "Gemm":
+            bm = i[1].T if a.get("transB", 0) else i[1]
+            out = i[0] @ bm + (i[2] if len(i) > 2 else 0)
+        elif n.op_type == "Relu":
+            out = np.maximum(i[0], 0)
+        else:
+            raise SystemExit("qdq_forward: no %s" % n.op_type)
+        env[n.output[0]] = out
+    return env[m.graph.output[0].name]
+
+
+def torch_forward(state, obs, x):
+    """PyTorch's fake-quantized forward with the trained weights and the
+    (frozen) observers."""
+    model = SmallMLP()
+    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+
+    def q(i, t):
+        s, z = obs[i](t)
+        return torch.fake_quantize_per_tensor_affine(t, s, z, 0, 255)
+
+    with torch.no_grad():
+        h = F.relu(F.linear(q(0, x), fq_weight(model.fc1.weight), model.fc1.bias))
+        h = F.relu(F.linear(q(1, h), fq_weight(model.fc2.weight), model.fc2.bias))
+        return F.linear(q(2, h), fq_weight(model.fc3.weight), model.fc3.bias).numpy()
+
+
 def torch_run(x, y, steps):
     torch.manual_seed(0)
     model = SmallMLP()
@@ -280,6 +329,37 @@ def main():
           sorted(s["weight"] for s in qat["sites"]) == ["fc1.weight", "fc2.weight", "fc3.weight"]
           and all(s["axis"] == 0 for s in qat["sites"]),
           "the config lists the 3 sites (weights, axis 0) and the freeze", qat)
+    # The QDQ export: int8 weights behind DequantizeLinear, each Linear's
+    # input through QuantizeLinear/DequantizeLinear, valid ONNX, and its
+    # forward equal to PyTorch's fake-quantized one.
+    qdq = os.path.join(w, "qdq.onnx")
+    r = run(exe, ["--steps", str(STEPS), "--export-onnx", qdq])
+    ok = r.returncode == 0
+    try:
+        m = onnx.load(qdq)
+        onnx.checker.check_model(m, full_check=True)
+        kinds = [n.op_type for n in m.graph.node]
+        inits = {t.name: t for t in m.graph.initializer}
+    except Exception as e:  # noqa: BLE001 - reported as the failure
+        ok, kinds, inits = False, [str(e)], {}
+    check(ok and kinds.count("QuantizeLinear") == 3 and kinds.count("DequantizeLinear") == 6 and
+          all(inits.get(k + "_quantized") is not None and
+              inits[k + "_quantized"].data_type == onnx.TensorProto.INT8 and k not in inits
+              for k in ("fc1.weight", "fc2.weight", "fc3.weight")),
+          "--export-onnx writes a QDQ model (3 QuantizeLinear, 6 DequantizeLinear, int8 "
+          "weights) that passes onnx.checker", (r.stderr[-300:], kinds))
+    xe = x[:BATCH]
+    if ok:
+        got = qdq_forward(qdq, xe)
+        want = torch_forward(tstate, tobs, torch.from_numpy(xe))
+        diff = float(np.max(np.abs(got - want)))
+        # One activation step of the last layer's input moves a logit by
+        # at most its scale times the row's largest |w|.
+        s3, _ = tobs[2](torch.zeros(1))
+        bound = s3 * float(np.abs(tstate["fc3.weight"]).sum(axis=1).max())
+        check(diff <= bound, "the QDQ model's logits equal PyTorch's fake-quantized forward "
+              "(max diff %.1e, within one quantization step %.1e)" % (diff, bound))
+
     # Without the freeze the observers keep observing.
     exe2 = compile_exe(onnx_path, "qat-nofreeze.train", ["--qat", "int8"])
     ck2 = os.path.join(w, "ck2")
