@@ -30,7 +30,7 @@ BatchNormalization LayerNormalization MaxPool AveragePool GlobalAveragePool
 Flatten Reshape Transpose Squeeze Unsqueeze Concat Split Slice Gather Expand Tile
 Where Equal Less Greater Not Cast Constant ConstantOfShape Shape Identity Dropout
 Pad ReduceMean ReduceSum ReduceMax ReduceMin ArgMax Sum Max Min Mean Range
-SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss""".split()
+SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss QuantizeLinear DequantizeLinear Round""".split()
 
 
 def op_types(folder):

@@ -85,6 +85,8 @@ KILN_FLOAT_UNARY(ErfOp, erfAcc(x))
 KILN_FLOAT_UNARY(SoftplusOp, x > C(0) ? x + std::log1p(std::exp(-x))
                                       : std::log1p(std::exp(x)))
 KILN_FLOAT_UNARY(FloorOp, std::floor(x))
+// The default rounding mode: halves to even, as ONNX Round and torch.round.
+KILN_FLOAT_UNARY(RoundOp, std::nearbyint(x))
 KILN_FLOAT_UNARY(CeilOp, std::ceil(x))
 KILN_FLOAT_UNARY(SinOp, std::sin(x))
 KILN_FLOAT_UNARY(CosOp, std::cos(x))
@@ -531,6 +533,7 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("erf", unaryFactory<ErfOp>());
   r.add("softplus", unaryFactory<SoftplusOp>());
   r.add("floor", unaryFactory<FloorOp>());
+  r.add("round", unaryFactory<RoundOp>());
   r.add("ceil", unaryFactory<CeilOp>());
   r.add("sin", unaryFactory<SinOp>());
   r.add("cos", unaryFactory<CosOp>());

@@ -359,6 +359,17 @@ def main():
         bound = s3 * float(np.abs(tstate["fc3.weight"]).sum(axis=1).max())
         check(diff <= bound, "the QDQ model's logits equal PyTorch's fake-quantized forward "
               "(max diff %.1e, within one quantization step %.1e)" % (diff, bound))
+        # kiln-run imports QuantizeLinear/DequantizeLinear and runs it.
+        np.save(os.path.join(w, "xe.npy"), xe)
+        od = os.path.join(w, "qdq-out")
+        os.makedirs(od, exist_ok=True)
+        kr = subprocess.run([os.path.join(args.bin, "kiln-run"), qdq, "--input",
+                             "x=" + os.path.join(w, "xe.npy"), "--batch-size", str(BATCH),
+                             "--output-dir", od], capture_output=True, text=True)
+        kdiff = (float(np.max(np.abs(np.load(os.path.join(od, "output_0.npy")) - got)))
+                 if kr.returncode == 0 else float("inf"))
+        check(kdiff <= 1e-5, "kiln-run runs the QDQ model: its logits equal the QDQ "
+              "model's (max diff %.1e)" % kdiff, kr.stderr[-300:])
 
     # Without the freeze the observers keep observing.
     exe2 = compile_exe(onnx_path, "qat-nofreeze.train", ["--qat", "int8"])

@@ -187,23 +187,6 @@ LogicalResult convertSinhCosh(onnx::NodeOp, NodeRewriter &rw) {
   return rw.replace(KILN_TRY(rw.create<MulOp>({rw.scalar(0.5, elt), s})));
 }
 
-// Round: half to even. r = floor(x); up when x - r > 0.5, or == 0.5 and r
-// is odd.
-LogicalResult convertRound(onnx::NodeOp, NodeRewriter &rw) {
-  Value x = KILN_TRY(rw.required(0));
-  Type elt = NodeRewriter::elementOf(x);
-  Value r = KILN_TRY(rw.create<FloorOp>({x}));
-  Value d = KILN_TRY(rw.create<SubOp>({x, r}));
-  Value half = rw.scalar(0.5, elt);
-  Value halfR = KILN_TRY(rw.create<MulOp>({r, half}));
-  Value odd = KILN_TRY(rw.create<GreaterOp>(
-      {KILN_TRY(rw.create<SubOp>({halfR, KILN_TRY(rw.create<FloorOp>({halfR}))})), rw.scalar(0.25, elt)}));
-  Value tie = KILN_TRY(rw.create<AndOp>({KILN_TRY(rw.create<EqualOp>({d, half})), odd}));
-  Value up = KILN_TRY(rw.create<OrOp>({KILN_TRY(rw.create<GreaterOp>({d, half})), tie}));
-  Value r1 = KILN_TRY(rw.create<AddOp>({r, rw.scalar(1, elt)}));
-  return rw.replace(KILN_TRY(rw.create<SelectOp>({up, r1, r})));
-}
-
 // CastLike: Cast to input 1's element type.
 LogicalResult convertCastLike(onnx::NodeOp, NodeRewriter &rw) {
   Value x = KILN_TRY(rw.required(0));
@@ -306,6 +289,7 @@ void kiln::populateONNXElementwisePatterns(ONNXPatternRegistry &r) {
   r.add("Erf", 9, kMax, convertUnary<ErfOp>);
   r.add("Softplus", 1, kMax, convertUnary<SoftplusOp>);
   r.add("Floor", 6, kMax, convertUnary<FloorOp>);
+  r.add("Round", 11, kMax, convertUnary<RoundOp>);
   r.add("Ceil", 6, kMax, convertUnary<CeilOp>);
   r.add("Sin", 7, kMax, convertUnary<SinOp>);
   r.add("Cos", 7, kMax, convertUnary<CosOp>);
@@ -323,7 +307,6 @@ void kiln::populateONNXElementwisePatterns(ONNXPatternRegistry &r) {
   r.add("Sinh", 9, kMax, convertSinhCosh<false>);
   r.add("Cosh", 9, kMax, convertSinhCosh<true>);
   r.add("CastLike", 15, kMax, convertCastLike);
-  r.add("Round", 11, kMax, convertRound);
   r.add("IsNaN", 9, kMax, convertIsNaN);
   r.add("IsInf", 10, kMax, convertIsInf);
   r.add("Elu", 6, kMax, convertElu);

@@ -57,6 +57,7 @@ const ONNXPatternRegistry &kiln::getONNXPatternRegistry() {
     populateONNXNNPatterns(r);
     populateONNXShapePatterns(r);
     populateONNXTrainingPatterns(r);
+    populateONNXQuantizePatterns(r);
     return r;
   }();
   return registry;

@@ -324,15 +324,10 @@ func.func @formula_misc(%x: tensor<4xf32>, %like: tensor<1xi32>) -> (tensor<4xf3
 
 // -----
 
-// Round half to even: floor, then up when the rest is > 0.5, or is 0.5 and
-// the floor is odd.
+// Round half to even: kiln.round (one kernel, std::nearbyint).
 // CHECK-LABEL: func.func @round
-// CHECK: %[[R:.*]] = kiln.floor %[[X:[^ ]*]]
-// CHECK: kiln.equal
-// CHECK: kiln.and
-// CHECK: kiln.or
-// CHECK: kiln.select
-// CHECK-NOT: onnx.
+// CHECK: %[[R:.*]] = kiln.round %[[X:[^ ]*]] : tensor<5xf32>
+// CHECK-NEXT: return %[[R]]
 func.func @round(%x: tensor<5xf32>) -> tensor<5xf32> {
   %0 = onnx.node "Round"(%x) opset 11 {} : (tensor<5xf32>) -> tensor<5xf32>
   return %0 : tensor<5xf32>

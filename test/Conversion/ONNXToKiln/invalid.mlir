@@ -350,3 +350,19 @@ func.func @prelu_slope(%x: tensor<2x3xf32>, %s: tensor<2x4xf32>) -> tensor<*xf32
   %0 = onnx.node "PRelu"(%x, %s) opset 16 {} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
+
+// -----
+
+func.func @dequantize_axis_opset10(%x: tensor<4x3xi8>, %s: tensor<4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{(DequantizeLinear): x_scale must be a scalar before opset 13 (per-axis quantization)}}
+  %0 = onnx.node "DequantizeLinear"(%x, %s) opset 10 {} : (tensor<4x3xi8>, tensor<4xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @quantize_int16(%x: tensor<4xf32>, %s: tensor<f32>, %z: tensor<i16>) -> tensor<4xi16> {
+  // expected-error @+1 {{(QuantizeLinear): the quantized type must be uint8 or int8, got i16}}
+  %0 = onnx.node "QuantizeLinear"(%x, %s, %z) opset 13 {} : (tensor<4xf32>, tensor<f32>, tensor<i16>) -> tensor<4xi16>
+  return %0 : tensor<4xi16>
+}

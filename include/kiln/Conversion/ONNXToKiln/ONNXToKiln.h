@@ -58,6 +58,7 @@ void populateONNXLinalgPatterns(ONNXPatternRegistry &registry);
 void populateONNXNNPatterns(ONNXPatternRegistry &registry);
 void populateONNXShapePatterns(ONNXPatternRegistry &registry);
 void populateONNXTrainingPatterns(ONNXPatternRegistry &registry);
+void populateONNXQuantizePatterns(ONNXPatternRegistry &registry);
 
 /// What a pattern uses to read a node and build its replacement.
 class NodeRewriter {

@@ -86,6 +86,7 @@ def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1/x", Kiln_FloatTensor, [Kil
 def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the Gauss error function", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_SoftplusOp : Kiln_UnaryOp<"softplus", "log(1 + e^x)", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_FloorOp : Kiln_UnaryOp<"floor", "the floor", Kiln_FloatTensor, [Kiln_Differentiable]>;
+def Kiln_RoundOp : Kiln_UnaryOp<"round", "the nearest integer, halves to even", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "the ceiling", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", "the sine", Kiln_FloatTensor, [Kiln_Differentiable]>;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", "the cosine", Kiln_FloatTensor, [Kiln_Differentiable]>;
