@@ -256,6 +256,56 @@ bool kiln::compileONNXToTraining(const std::string &path,
   }
   OwningOpRef<ModuleOp> evalModule = module->clone();
 
+  // Distillation after the eval copy: evaluation is the student's alone.
+  if (!opts.teacher.empty()) {
+    if (*loss != LossKind::CrossEntropy || opts.softLabels)
+      return failWith("distill", "--teacher needs --loss cross-entropy with "
+                                 "class labels");
+    if (opts.qat || opts.precision != "fp32")
+      return failWith("distill", "--teacher with --qat or --precision is not "
+                                 "supported yet");
+    std::string teacherBytes;
+    if (!rt::readRegularFile(opts.teacher, teacherBytes, readErr))
+      return failWith("distill", "--teacher: " + readErr);
+    ParamData teacherParams;
+    ImportOptions to = opts.import;
+    to.paramData = &teacherParams;
+    to.overrideBatch = to.batchSize > 0;
+    OwningOpRef<ModuleOp> tm = importONNX(opts.teacher, ctx, to);
+    if (!tm)
+      return fail("teacher");
+    {
+      PassManager pm(&ctx);
+      buildONNXToKilnPipeline(pm);
+      if (failed(pm.run(*tm)))
+        return fail("teacher");
+    }
+    auto tf = tm->lookupSymbol<func::FuncOp>(kForwardFuncName);
+    if (!tf)
+      return failWith("teacher", "--teacher: the model has no forward function");
+    // Its parameters as "teacher/<name>", apart from the student's.
+    for (unsigned i = 0; i < tf.getNumArguments(); ++i)
+      if (isParam(tf, i))
+        if (auto n = tf.getArgAttrOfType<StringAttr>(i, "onnx.name"))
+          tf.setArgAttr(i, "onnx.name",
+                        StringAttr::get(&ctx, "teacher/" + n.getValue().str()));
+    for (auto &[name, bytes] : teacherParams)
+      params["teacher/" + name] = std::move(bytes);
+    tf->remove();
+    tf.setName("teacher");
+    module->push_back(tf);
+    PassManager pm(&ctx);
+    KilnDistillPassOptions d;
+    d.alpha = opts.distillAlpha;
+    d.temperature = opts.distillTemperature;
+    d.logits = opts.logits;
+    pm.addPass(createKilnDistillPass(d));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*module)))
+      return fail("distill");
+  }
+
   double lr = opts.lr >= 0 ? opts.lr : defaultLr(opts.optimizer);
   double wd = opts.weightDecay >= 0
                   ? opts.weightDecay

@@ -11,6 +11,7 @@
 //     [--total-steps N] [--min-lr F] [--dim NAME=N]
 //     [--prune magnitude=S [--prune-at STEP] [--prune-end STEP] [--prune-every N]]
 //     [--qat int8 [--qat-freeze-step STEP]]
+//     [--teacher T.onnx [--distill-alpha A] [--distill-temperature T]]
 //
 // --emit exe (default) copies kiln-train (next to this tool, or
 // $KILN_TRAIN_RUNTIME) to OUT and appends the train plan, the config, the
@@ -272,6 +273,23 @@ cl::opt<long long, false, IntParser>
                        "training steps (default: never)"),
               cl::value_desc("STEP"), cl::init(-1), cl::cat(kilnCategory));
 
+cl::opt<std::string>
+    teacher("teacher",
+            cl::desc("compression: knowledge distillation from the model "
+                     "T.onnx (frozen, forward only, in the same step; its "
+                     "logits must have the student's shape)"),
+            cl::value_desc("T.onnx"), cl::cat(kilnCategory));
+cl::opt<double>
+    distillAlpha("distill-alpha",
+                 cl::desc("with --teacher: the weight A of the distillation "
+                          "term, A*T^2*KL + (1-A)*CE (default 0.5)"),
+                 cl::value_desc("A"), cl::init(0.5), cl::cat(kilnCategory));
+cl::opt<double>
+    distillTemperature("distill-temperature",
+                       cl::desc("with --teacher: the softmax temperature T "
+                                "(default 2)"),
+                       cl::value_desc("T"), cl::init(2.0), cl::cat(kilnCategory));
+
 // A testing aid, hidden from --help: kiln-gradcheck's tests break one VJP
 // to show that the check finds and names it.
 cl::opt<std::string> testBreakVJP(
@@ -412,6 +430,17 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     }
   } else if (qatFreeze.getNumOccurrences()) {
     die("--qat-freeze-step needs --qat int8");
+  }
+  if (!teacher.empty()) {
+    if (!(distillAlpha >= 0 && distillAlpha <= 1))
+      die("--distill-alpha needs A in [0, 1], got " + std::to_string(distillAlpha));
+    if (!(distillTemperature > 0) || !std::isfinite(distillTemperature))
+      die("--distill-temperature needs T > 0, got " + std::to_string(distillTemperature));
+    opts.teacher = teacher;
+    opts.distillAlpha = distillAlpha;
+    opts.distillTemperature = distillTemperature;
+  } else if (distillAlpha.getNumOccurrences() || distillTemperature.getNumOccurrences()) {
+    die("--distill-alpha and --distill-temperature need --teacher T.onnx");
   }
 
   emitKind = emit;

@@ -106,6 +106,11 @@ struct TrainCompileOptions {
   /// never).
   bool qat = false;
   int64_t qatFreeze = -1;
+  /// Knowledge distillation (--teacher T.onnx, --kiln-distill): the
+  /// teacher model's path (empty: none), the weight of the distillation
+  /// term and the softmax temperature.
+  std::string teacher;
+  double distillAlpha = 0.5, distillTemperature = 2.0;
 };
 
 /// The loss scaling TrainCompileOptions ask for (--loss-scale, with its

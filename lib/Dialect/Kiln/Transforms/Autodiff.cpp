@@ -107,7 +107,9 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp forward) {
     if (!kiln::isParam(f, i))
       continue;
     BlockArgument a = f.getArgument(i);
+    // A parameter a pass froze before (a distillation teacher's) stays so.
     bool frozen = !isFloatTensor(a.getType()) || !useful.count(a) ||
+                  kiln::getRole(f, i) == ParamRole::Frozen ||
                   (!freeze.empty() && freezeRe.match(argName(f, i)));
     kiln::setRole(f, i, frozen ? ParamRole::Frozen : ParamRole::Weight);
     if (!frozen) {

@@ -213,6 +213,30 @@ def KilnQuantizeAwarePass : Pass<"kiln-qat", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnDistillPass : Pass<"kiln-distill", "mlir::ModuleOp"> {
+  let summary = "Knowledge distillation: a frozen teacher's forward in the step";
+  let description = [{
+    After `--kiln-attach-loss`, with the teacher's forward as `@teacher`
+    (kiln ops; kiln-compile --teacher imports it, its parameters named
+    `teacher/...`): inlines `@teacher` into `@forward` on the student's data
+    inputs of the same names, its parameters frozen (`kiln.role =
+    "frozen"`: autodiff computes no gradient for them), erases `@teacher`,
+    and makes the loss `alpha * T^2 * KL(softmax(teacher / T) ||
+    softmax(student / T)) + (1 - alpha) * loss` (Hinton's recipe), the KL
+    divergence summed over the class axis and averaged over the rest. The
+    teacher's single output and the student's logits (`logits`, or the one
+    output besides the loss) must have the same type.
+  }];
+  let options = [
+    Option<"alpha", "alpha", "double", "0.5",
+           "the weight of the distillation term, in [0, 1]">,
+    Option<"temperature", "temperature", "double", "2.0",
+           "the softmax temperature T, positive">,
+    Option<"logits", "logits", "std::string", "\"\"",
+           "the student's logits output (default: its one output)">,
+  ];
+}
+
 def KilnMixedPrecisionPass : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Computes in bf16 or fp16 where it is safe, float32 where not";
   let description = [{
