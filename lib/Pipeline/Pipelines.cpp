@@ -11,6 +11,7 @@
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
 #include "kiln/Target/Plan/PlanDType.h"
+#include "kiln/Target/ONNX/Rewrite.h"
 #include "kiln/runtime/InputFile.h"
 #include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/TrainConfig.h"
@@ -215,6 +216,36 @@ bool kiln::compileONNXToTraining(const std::string &path,
     pm.addPass(createKilnAttachLossPass(lo));
     if (failed(pm.run(*module)))
       return fail("loss");
+  }
+  if (opts.pruneChannels >= 0) {
+    // On the model as imported: every later pass sees the smaller shapes.
+    ChannelPruning io;
+    io.params = &params;
+    PassManager pm(&ctx);
+    KilnPruneChannelsPassOptions po;
+    po.ratio = opts.pruneChannels;
+    pm.addPass(createKilnPruneChannelsPass(po, &io));
+    if (failed(pm.run(*module)))
+      return fail("prune");
+    if (io.layers.empty())
+      return failWith("prune", "--prune l1-channel: no layer has channels to "
+                               "prune (every convolution's and Linear's output "
+                               "reaches a model output or an op that needs it "
+                               "whole)");
+    std::string pruned, perr;
+    if (!pruneONNXInitializers(bytes, io.kept, pruned, perr))
+      return failWith("prune", "--prune l1-channel: " + perr);
+    result.model = std::move(pruned);
+    std::string s = "pruned " + std::to_string(io.layers.size()) + " layers' channels (";
+    for (size_t i = 0; i < io.layers.size(); ++i)
+      s += (i ? ", " : "") + io.layers[i].weight + " " +
+           std::to_string(io.layers[i].before) + "->" + std::to_string(io.layers[i].after);
+    char frac[64];
+    std::snprintf(frac, sizeof frac, "%.1f%%",
+                  100.0 * (double)io.paramsAfter / (double)std::max<int64_t>(io.paramsBefore, 1));
+    s += "); parameters " + std::to_string(io.paramsBefore) + " -> " +
+         std::to_string(io.paramsAfter) + " (" + frac + ")";
+    result.pruneSummary = s;
   }
   if (opts.qat && opts.dp > 1)
     return failWith("qat", "--qat with --mesh dp=" + std::to_string(opts.dp) +

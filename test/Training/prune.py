@@ -291,9 +291,8 @@ def main():
             "--prune magnitude=S needs a sparsity S in [0, 1), got '1.2'")
     refused(base + ["--prune", "magnitude=-0.1"],
             "--prune magnitude=S needs a sparsity S in [0, 1), got '-0.1'")
-    refused(base + ["--prune", "l1-channel=0.3"],
-            "--prune l1-channel: structured channel pruning is not built yet")
-    refused(base + ["--prune", "random=0.3"], "--prune needs magnitude=S, got 'random=0.3'")
+    refused(base + ["--prune", "random=0.3"],
+            "--prune needs magnitude=S or l1-channel=R, got 'random=0.3'")
     refused(base + ["--prune", "magnitude=0.5", "--prune-at", "9", "--prune-end", "3"],
             "--prune-end 3 is before --prune-at 9")
     refused(base + ["--prune-at", "3"], "--prune-at, --prune-end and --prune-every need --prune magnitude=S")

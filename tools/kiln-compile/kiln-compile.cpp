@@ -393,12 +393,27 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     std::string spec = prune;
     size_t eq = spec.find('=');
     std::string kind = spec.substr(0, eq);
-    if (kind == "l1-channel")
-      die("--prune l1-channel: structured channel pruning is not built yet; "
-          "--prune magnitude=S prunes unstructured");
-    if (kind != "magnitude" || eq == std::string::npos)
-      die("--prune needs magnitude=S, got '" + spec + "'");
+    if ((kind != "magnitude" && kind != "l1-channel") || eq == std::string::npos)
+      die("--prune needs magnitude=S or l1-channel=R, got '" + spec + "'");
     std::string num = spec.substr(eq + 1);
+    char *endp = nullptr;
+    double v = num.empty() ? NAN : std::strtod(num.c_str(), &endp);
+    bool inRange = !num.empty() && *endp == '\0' && v >= 0.0 && v < 1.0;
+    if (kind == "l1-channel") {
+      if (!inRange)
+        die("--prune l1-channel=R needs a ratio R in [0, 1), got '" + num + "'");
+      if (pruneAt.getNumOccurrences() && pruneAt != 0)
+        die("--prune l1-channel prunes the model's weights as compiled (step 0); "
+            "--prune-at " + std::to_string(pruneAt) + " is not supported yet: train, "
+            "--export-onnx, and compile the exported model with --prune l1-channel");
+      if (pruneEnd.getNumOccurrences() || pruneEvery.getNumOccurrences())
+        die("--prune-end and --prune-every go with --prune magnitude=S");
+      opts.pruneChannels = v;
+    }
+  }
+  if (!prune.empty() && opts.pruneChannels < 0) {
+    std::string spec = prune;
+    std::string num = spec.substr(spec.find('=') + 1);
     char *endp = nullptr;
     double v = num.empty() ? NAN : std::strtod(num.c_str(), &endp);
     if (num.empty() || *endp != '\0' || !(v >= 0.0 && v < 1.0))
@@ -415,8 +430,8 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     opts.pruneAt = pruneAt;
     opts.pruneEnd = pruneEnd.getNumOccurrences() ? (int64_t)pruneEnd : (int64_t)pruneAt;
     opts.pruneEvery = pruneEvery;
-  } else if (pruneAt.getNumOccurrences() || pruneEnd.getNumOccurrences() ||
-             pruneEvery.getNumOccurrences()) {
+  } else if (prune.empty() && (pruneAt.getNumOccurrences() || pruneEnd.getNumOccurrences() ||
+                                pruneEvery.getNumOccurrences())) {
     die("--prune-at, --prune-end and --prune-every need --prune magnitude=S");
   }
   if (!qat.empty()) {
@@ -559,10 +574,13 @@ int main(int argc, char **argv) {
   rt::TrainPayloadParts parts;
   parts[rt::TrainPart::Plan] = r.trainPlan;
   parts[rt::TrainPart::Config] = r.config;
-  parts[rt::TrainPart::Model] = onnx;
+  // Structured pruning embeds the model with its pruned shapes.
+  parts[rt::TrainPart::Model] = r.model.empty() ? onnx : r.model;
   parts[rt::TrainPart::Eval] = r.evalPlan;
   rt::appendTrainPayload(bytes, parts);
   writeAtomically(out, bytes, true);
+  if (!r.pruneSummary.empty())
+    llvm::errs() << "kiln-compile: " << r.pruneSummary << "\n";
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.1f MiB, compiled in %.1f s)\n",
                                out.c_str(), r.trainArenaBytes / 1048576.0, secs);

@@ -104,6 +104,10 @@ struct TrainCompileOptions {
   /// Quantization-aware training (--qat int8, --kiln-qat): off unless
   /// set; its observers fix their ranges after qatFreeze batches (< 0:
   /// never).
+  /// Structured L1 channel pruning (--prune l1-channel=R,
+  /// --kiln-prune-channels) of the model's weights before training: the
+  /// ratio of each layer's channels removed (< 0: none).
+  double pruneChannels = -1;
   bool qat = false;
   int64_t qatFreeze = -1;
   /// Knowledge distillation (--teacher T.onnx, --kiln-distill): the
@@ -136,6 +140,9 @@ struct TrainCompileResult {
   std::string evalPlan;  // @forward in eval mode (outputs loss, model outputs)
   std::string config;    // the executable's config JSON (docs/Training.md)
   std::string mlir;      // the kiln-level module with @train_step
+  /// With --prune l1-channel: the ONNX model with the pruned shapes (what
+  /// the executable embeds and exports), and a line saying what was pruned.
+  std::string model, pruneSummary;
   std::string error, stage;
   int64_t trainArenaBytes = 0;
 };

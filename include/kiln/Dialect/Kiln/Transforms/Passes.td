@@ -84,6 +84,29 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnPruneChannelsPass : Pass<"kiln-prune-channels", "mlir::ModuleOp"> {
+  let summary = "Structured L1 channel pruning that shrinks the graph's shapes";
+  let description = [{
+    On `@forward` (after `--kiln-attach-loss`, before autodiff): removes the
+    `ratio` of the output channels of each convolution and the output
+    features of each Linear with the smallest L1 norm, and shrinks every
+    tensor those channels run through: the weight and bias, a following
+    BatchNorm's parameters and running statistics, the next convolution's
+    input channels, a Linear after a flatten (a block of rows per channel).
+    Channels are tied through the ops' sharding rules: a residual add ties
+    its branches, which are pruned together (their L1 norms summed). A
+    class of channels that reaches a model input or output, or a dimension
+    an op keeps whole (a concat's axis, a softmax's), is left alone.
+    `importance=index` keeps the first channels (for tests without values).
+  }];
+  let options = [
+    Option<"ratio", "ratio", "double", "0.3",
+           "the fraction of each layer's channels removed, in [0, 1)">,
+    Option<"importance", "importance", "std::string", "\"l1\"",
+           "l1 (the weights' L1 norms; needs their values) or index">,
+  ];
+}
+
 def KilnPruneMagnitudePass : Pass<"kiln-prune-magnitude", "mlir::ModuleOp"> {
   let summary = "Unstructured magnitude pruning kept through training";
   let description = [{

@@ -1,0 +1,344 @@
+//===- PruneChannels.cpp - --kiln-prune-channels ----------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// Structured L1 channel pruning (docs/Compression.md): removes the output
+// channels of convolutions and the output features of Linears with the
+// smallest L1 norm, and shrinks every tensor those channels run through.
+//
+// The channels are found through the ops' sharding rules (ShardingRule.h),
+// not by names: every dimension of every value is a slot; an op's rule ties
+// the slots that are one factor (a conv's output channels and its weight's
+// dimension 0; a BatchNorm's channels and its [C] parameters; an add's
+// operands and result, which ties a residual's branches; a reshape's outer
+// dimension of a group, which ties a flattened feature axis to the channels
+// it is made of, each channel a block of the inner size). A class of tied
+// slots is pruned when it holds the output dimension of some trained
+// weight (its producers) and nothing needs it whole: no model input or
+// output, no dimension an op keeps whole (a softmax axis, a concat axis, a
+// constant). Each class keeps the round((1 - ratio) * C) channels (at least
+// one) of largest summed L1 norm over its producers' slices; every slot of
+// the class shrinks to them, and the parameters' values are sliced alike.
+//===----------------------------------------------------------------------===//
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "kiln/Dialect/Kiln/IR/ShardingRule.h"
+#include "kiln/Support/SliceTensor.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNPRUNECHANNELSPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+struct PruneChannelsPass
+    : public kiln::impl::KilnPruneChannelsPassBase<PruneChannelsPass> {
+  using Base::Base;
+  PruneChannelsPass(const kiln::KilnPruneChannelsPassOptions &o,
+                    kiln::ChannelPruning *io)
+      : Base(o), io(io) {}
+
+  kiln::ChannelPruning *io = nullptr;
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    auto f = m.lookupSymbol<func::FuncOp>(kiln::kForwardFuncName);
+    if (!f || f.isExternal()) {
+      m.emitError("--kiln-prune-channels: the module has no @forward");
+      return signalPassFailure();
+    }
+    if (failed(prune(f)))
+      signalPassFailure();
+  }
+
+  LogicalResult prune(func::FuncOp f);
+};
+
+std::string argName(func::FuncOp f, unsigned i) {
+  auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
+  return n ? n.getValue().str() : "arg" + std::to_string(i);
+}
+
+LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return f.emitError("--kiln-prune-channels: ratio must be in [0, 1), got ")
+           << (double)ratio;
+  bool byL1 = importance == "l1";
+  if (!byL1 && importance != "index")
+    return f.emitError("--kiln-prune-channels: importance must be l1 or index, got '")
+           << importance << "'";
+  if (byL1 && (!io || !io->params))
+    return f.emitError("--kiln-prune-channels: importance=l1 needs the "
+                       "parameters' values (kiln-compile --prune l1-channel=R "
+                       "passes them); importance=index keeps the first channels");
+
+  // Slots and their classes (union-find).
+  llvm::DenseMap<std::pair<Value, unsigned>, int> slotOf;
+  SmallVector<std::pair<Value, unsigned>> slots;
+  SmallVector<int> parent;
+  SmallVector<bool> blocked;
+  auto slot = [&](Value v, unsigned d) {
+    auto [it, fresh] = slotOf.try_emplace({v, d}, (int)slots.size());
+    if (fresh) {
+      slots.push_back({v, d});
+      parent.push_back((int)parent.size());
+      blocked.push_back(false);
+    }
+    return it->second;
+  };
+  std::function<int(int)> find = [&](int s) {
+    while (parent[s] != s)
+      s = parent[s] = parent[parent[s]];
+    return s;
+  };
+  auto unite = [&](int a, int b) { parent[find(a)] = find(b); };
+  auto dims = [](Value v) -> ArrayRef<int64_t> {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t ? t.getShape() : ArrayRef<int64_t>();
+  };
+  auto blockAll = [&](Value v) {
+    for (unsigned d = 0; d < dims(v).size(); ++d)
+      blocked[slot(v, d)] = true;
+  };
+
+  Block &body = f.getBody().front();
+  for (BlockArgument a : body.getArguments()) {
+    for (unsigned d = 0; d < dims(a).size(); ++d)
+      slot(a, d);
+    if (!kiln::isParam(f, a.getArgNumber()))
+      blockAll(a); // data inputs and labels keep their shapes
+  }
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        blockAll(v); // model outputs keep their shapes
+      continue;
+    }
+    auto iface = dyn_cast<kiln::ShardingRuleOpInterface>(op);
+    if (!iface || op.getNumRegions()) {
+      for (Value v : op.getOperands())
+        blockAll(v);
+      for (Value v : op.getResults())
+        blockAll(v);
+      continue;
+    }
+    kiln::ShardingRule rule = iface.getShardingRule();
+    SmallVector<int> first(rule.factors.size(), -1);
+    auto visit = [&](Value v, ArrayRef<int> fs) {
+      for (unsigned d = 0; d < dims(v).size() && d < fs.size(); ++d) {
+        int s = slot(v, d);
+        if (fs[d] < 0) {
+          if (dims(v)[d] != 1)
+            blocked[s] = true;
+          continue;
+        }
+        if (first[fs[d]] < 0)
+          first[fs[d]] = s;
+        else
+          unite(first[fs[d]], s);
+      }
+    };
+    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+      if (i < rule.operands.size())
+        visit(v, rule.operands[i]);
+    for (auto [i, v] : llvm::enumerate(op.getResults()))
+      if (i < rule.results.size())
+        visit(v, rule.results[i]);
+  }
+
+  // The producers: a trained weight's output dimension.
+  auto paramOf = [&](Value w) -> std::optional<unsigned> {
+    if (auto s = w.getDefiningOp<kiln::SliceOp>())
+      w = s.getInput();
+    auto a = dyn_cast<BlockArgument>(w);
+    if (!a || a.getOwner() != &body || !kiln::isParam(f, a.getArgNumber()))
+      return std::nullopt;
+    return a.getArgNumber();
+  };
+  llvm::DenseMap<int, SmallVector<std::pair<unsigned, unsigned>>> producers; // class -> (arg, dim)
+  for (Operation &op : body) {
+    if (auto c = dyn_cast<kiln::ConvOp>(op)) {
+      if (auto p = paramOf(c.getWeight()))
+        producers[find(slot(f.getArgument(*p), 0))].push_back({*p, 0});
+    } else if (auto mm = dyn_cast<kiln::MatmulOp>(op)) {
+      int64_t r = dims(mm.getRhs()).size(), l = dims(mm.getLhs()).size();
+      if (auto p = paramOf(mm.getRhs())) {
+        unsigned d = mm.getTransposeRhs() ? r - 2 : r - 1;
+        producers[find(slot(f.getArgument(*p), d))].push_back({*p, d});
+      } else if (auto p = paramOf(mm.getLhs())) {
+        unsigned d = mm.getTransposeLhs() ? l - 1 : l - 2;
+        producers[find(slot(f.getArgument(*p), d))].push_back({*p, d});
+      }
+    }
+  }
+
+  // Each class: its slots, its channel count and whether it can be pruned.
+  llvm::DenseMap<int, SmallVector<int>> members;
+  for (int s = 0; s < (int)slots.size(); ++s)
+    members[find(s)].push_back(s);
+  struct Pruned {
+    int64_t channels = 0;
+    std::vector<int64_t> kept; // channel indices, ascending
+  };
+  llvm::DenseMap<int, Pruned> plan;
+  for (auto &[root, ms] : members) {
+    auto pr = producers.find(root);
+    if (pr == producers.end())
+      continue;
+    bool ok = true;
+    int64_t c = INT64_MAX;
+    for (int s : ms) {
+      ok &= !blocked[s];
+      c = std::min(c, dims(slots[s].first)[slots[s].second]);
+    }
+    for (int s : ms)
+      ok &= c > 0 && dims(slots[s].first)[slots[s].second] % c == 0;
+    if (!ok || c < 2)
+      continue;
+    int64_t removed = (int64_t)std::llround(ratio * (double)c);
+    int64_t keep = c - removed;
+    if (keep < 1) {
+      f.emitWarning("--kiln-prune-channels: ratio ")
+          << (double)ratio << " would remove all " << c << " channels of '"
+          << argName(f, pr->second.front().first) << "'; keeping one";
+      keep = 1;
+    }
+    if (keep == c)
+      continue;
+    std::vector<double> score((size_t)c, 0.0);
+    if (byL1) {
+      for (auto [arg, d] : pr->second) {
+        std::string name = argName(f, arg);
+        auto it = io->params->find(name);
+        auto t = cast<RankedTensorType>(f.getArgument(arg).getType());
+        if (it == io->params->end() || !t.getElementType().isF32())
+          return f.emitError("--kiln-prune-channels: no float32 value for '") << name << "'";
+        const float *w = reinterpret_cast<const float *>(it->second.data());
+        ArrayRef<int64_t> s = t.getShape();
+        if ((int64_t)it->second.size() != t.getNumElements() * 4)
+          return f.emitError("--kiln-prune-channels: the value of '") << name
+                 << "' has the wrong size";
+        int64_t block = s[d] / c, inner = 1, outer = 1;
+        for (size_t i = d + 1; i < s.size(); ++i)
+          inner *= s[i];
+        for (size_t i = 0; i < d; ++i)
+          outer *= s[i];
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t j = 0; j < s[d]; ++j)
+            for (int64_t i = 0; i < inner; ++i)
+              score[(size_t)(j / block)] += std::fabs(w[(o * s[d] + j) * inner + i]);
+      }
+    }
+    std::vector<int64_t> order((size_t)c);
+    std::iota(order.begin(), order.end(), 0);
+    if (byL1)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    order.resize((size_t)keep);
+    std::sort(order.begin(), order.end());
+    plan[root] = {c, order};
+  }
+  if (plan.empty())
+    return success();
+
+  // Shrink every slot of a pruned class; slice the parameters.
+  auto keptFor = [&](int s) -> std::optional<std::vector<int64_t>> {
+    auto it = plan.find(find(s));
+    if (it == plan.end())
+      return std::nullopt;
+    int64_t size = dims(slots[s].first)[slots[s].second];
+    int64_t block = size / it->second.channels;
+    std::vector<int64_t> idx;
+    for (int64_t ch : it->second.kept)
+      for (int64_t b = 0; b < block; ++b)
+        idx.push_back(ch * block + b);
+    return idx;
+  };
+  auto retype = [&](Value v, kiln::KeptIndices *kept) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t)
+      return;
+    SmallVector<int64_t> shape(t.getShape());
+    bool changed = false;
+    for (unsigned d = 0; d < shape.size(); ++d) {
+      auto it = slotOf.find({v, d});
+      if (it == slotOf.end())
+        continue;
+      if (auto idx = keptFor(it->second)) {
+        shape[d] = (int64_t)idx->size();
+        if (kept)
+          (*kept)[d] = *idx;
+        changed = true;
+      }
+    }
+    if (changed)
+      v.setType(RankedTensorType::get(shape, t.getElementType()));
+  };
+  int64_t before = 0, after = 0;
+  for (BlockArgument a : body.getArguments()) {
+    if (!kiln::isParam(f, a.getArgNumber()))
+      continue;
+    auto t = cast<RankedTensorType>(a.getType());
+    before += t.getNumElements();
+    kiln::KeptIndices kept;
+    retype(a, &kept);
+    after += cast<RankedTensorType>(a.getType()).getNumElements();
+    if (kept.empty())
+      continue;
+    std::string name = argName(f, a.getArgNumber());
+    if (io) {
+      io->kept[name] = kept;
+      if (io->params) {
+        auto it = io->params->find(name);
+        if (it != io->params->end()) {
+          size_t elt = (t.getElementTypeBitWidth() + 7) / 8;
+          std::vector<int64_t> shape(t.getShape().begin(), t.getShape().end());
+          std::string sliced = kiln::sliceTensorBytes(it->second, shape, elt, kept);
+          if (sliced.empty())
+            return f.emitError("--kiln-prune-channels: the value of '") << name
+                   << "' does not match its type";
+          it->second = std::move(sliced);
+        }
+      }
+    }
+  }
+  for (Operation &op : body)
+    for (Value r : op.getResults())
+      retype(r, nullptr);
+  for (Operation &op : body)
+    if (auto iface = dyn_cast<kiln::ShardingRuleOpInterface>(op))
+      iface.localizeAttributes();
+  f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(),
+                              f.getResultTypes()));
+  if (io) {
+    io->paramsBefore = before;
+    io->paramsAfter = after;
+    for (auto &[root, p] : plan) {
+      auto pr = producers.find(root);
+      io->layers.push_back({argName(f, pr->second.front().first), p.channels,
+                            (int64_t)p.kept.size()});
+    }
+    llvm::sort(io->layers, [](const auto &a, const auto &b) { return a.weight < b.weight; });
+  }
+  if (failed(verify(f)))
+    return f.emitError("--kiln-prune-channels: internal error: the pruned "
+                       "function does not verify");
+  return success();
+}
+
+} // namespace
+
+std::unique_ptr<Pass>
+kiln::createKilnPruneChannelsPass(const KilnPruneChannelsPassOptions &options,
+                                  ChannelPruning *io) {
+  return std::make_unique<PruneChannelsPass>(options, io);
+}
