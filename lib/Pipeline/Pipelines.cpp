@@ -245,6 +245,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
                   100.0 * (double)io.paramsAfter / (double)std::max<int64_t>(io.paramsBefore, 1));
     s += "); parameters " + std::to_string(io.paramsBefore) + " -> " +
          std::to_string(io.paramsAfter) + " (" + frac + ")";
+    for (const std::string &w : io.warnings)
+      s += "\nkiln-compile: warning: " + w;
     result.pruneSummary = s;
   }
   if (opts.qat && opts.dp > 1)

@@ -58,6 +58,28 @@ class CNN(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class CatCNN(nn.Module):
+    """Two branches (6 and 4 channels) concatenated, BatchNorm, a conv on
+    the 10 channels, global average pool, Linear."""
+
+    def __init__(self, a=6, b=4, c=8):
+        super().__init__()
+        self.ca = nn.Conv2d(1, a, 3, padding=1)
+        self.cb = nn.Conv2d(1, b, 3, padding=1)
+        self.bn = nn.BatchNorm2d(a + b)
+        self.cc = nn.Conv2d(a + b, c, 3, padding=1)
+        self.fc = nn.Linear(c, 10)
+
+    def forward(self, x, zero_cat=(), zero_c=()):
+        h = F.relu(self.bn(torch.cat([self.ca(x), self.cb(x)], 1)))
+        if zero_cat:
+            h[:, list(zero_cat)] = 0
+        h = F.relu(self.cc(h))
+        if zero_c:
+            h[:, list(zero_c)] = 0
+        return self.fc(h.mean(dim=(2, 3)))
+
+
 def export(model, path, shape):
     with torch.no_grad():
         torch.onnx.export(model, (torch.zeros(*shape),), path, opset_version=17,
@@ -217,6 +239,38 @@ def main():
     check(d2 <= 1e-4, "kiln-run runs the exported pruned model (logits within %.1e of "
           "PyTorch's trained smaller CNN)" % d2, r.stderr[-300:])
 
+    # A concat: each branch pruned on its own, the concat's channels (and
+    # the BatchNorm and conv after it) the kept ones at their offsets.
+    torch.manual_seed(0)
+    cat = CatCNN()
+    cpath = os.path.join(w, "cat.onnx")
+    export(cat, cpath, (BATCH, 1, 8, 8))
+    corig = {k: v.detach().numpy().copy() for k, v in cat.state_dict().items()}
+    cexe, rc = compile_exe(cpath, "cat-pruned.train", ["--prune", "l1-channel=0.5"])
+    cm = embedded_model(cexe) if rc.returncode == 0 else None
+    ck = kept_of(cm) if cm else {}
+    ka = sorted(np.argsort(-np.abs(corig["ca.weight"]).sum(axis=(1, 2, 3)))[:3].tolist())
+    kb = sorted(np.argsort(-np.abs(corig["cb.weight"]).sum(axis=(1, 2, 3)))[:2].tolist())
+    kcat = ka + [6 + i for i in kb]
+    check(rc.returncode == 0 and ck.get("bn.weight", {}).get(0) == kcat and
+          ck.get("cc.weight", {}).get(1) == kcat,
+          "a concat keeps its branches' kept channels at their offsets (%s)" % kcat,
+          (rc.stderr[-300:], ck.get("bn.weight")))
+    if cm is not None:
+        cmp_ = os.path.join(w, "cat-embedded.onnx")
+        onnx.save(cm, cmp_)
+        got, r = kiln_run(cmp_, os.path.join(w, "x0.npy"), BATCH)
+        kc_ = ck.get("cc.weight", {}).get(0, [])
+        with torch.no_grad():
+            ref = CatCNN()
+            ref.load_state_dict({k: torch.from_numpy(v) for k, v in corig.items()})
+            ref.train()
+            want = ref(torch.from_numpy(x[:BATCH]), [c for c in range(10) if c not in kcat],
+                       [c for c in range(8) if c not in kc_]).numpy()
+        diff = float(np.max(np.abs(got - want))) if got is not None else float("inf")
+        check(diff <= 1e-5, "the pruned concat model equals the original with the pruned "
+              "channels zeroed (max diff %.1e)" % diff, r.stderr[-300:])
+
     # ResNet-18: residual adds tie each stage's channels across its blocks.
     import torchvision
     torch.manual_seed(0)
@@ -302,6 +356,12 @@ def main():
         err = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(err) == 1 and why in err[0], "refused: " + why, r.stderr)
 
+    _, r = compile_exe(path, "keep-one.train", ["--prune", "l1-channel=0.95"])
+    check(r.returncode == 0 and "kiln-compile: warning: --prune l1-channel=0.95 would remove "
+          "all 8 channels of 'conv1.weight'; keeping one" in r.stderr and
+          "conv1.weight 8->1, conv2.weight 16->1" in r.stderr,
+          "a ratio that would remove every channel of a layer keeps one, with a warning",
+          r.stderr[-400:])
     refused(["--prune", "l1-channel=1"], "--prune l1-channel=R needs a ratio R in [0, 1)")
     refused(["--prune", "l1-channel=0.3", "--prune-at", "5"], "--prune-at 5 is not supported yet")
     refused(["--prune", "l1-channel=0.3", "--prune-every", "2"],

@@ -15,7 +15,10 @@
 // slots is pruned when it holds the output dimension of some trained
 // weight (its producers) and nothing needs it whole: no model input or
 // output, no dimension an op keeps whole (a softmax axis, a concat axis, a
-// constant). Each class keeps the round((1 - ratio) * C) channels (at least
+// constant). A concat along the channels makes its result's class the
+// parts' side by side: each part pruned as its own class, the result (and
+// what reads it: the next conv's input channels) keeps the parts' kept
+// channels at their offsets. Each class keeps the round((1 - ratio) * C) channels (at least
 // one) of largest summed L1 norm over its producers' slices; every slot of
 // the class shrinks to them, and the parameters' values are sliced alike.
 //===----------------------------------------------------------------------===//
@@ -110,6 +113,12 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
       blocked[slot(v, d)] = true;
   };
 
+  struct Concat {
+    int result;
+    SmallVector<int> parts; // operand slots, in order
+  };
+  SmallVector<Concat> concats;
+
   Block &body = f.getBody().front();
   for (BlockArgument a : body.getArguments()) {
     for (unsigned d = 0; d < dims(a).size(); ++d)
@@ -133,9 +142,21 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     }
     kiln::ShardingRule rule = iface.getShardingRule();
     SmallVector<int> first(rule.factors.size(), -1);
+    // A concat's axis: the result's channels are its operands' side by
+    // side (a composite class, pruned as its parts are).
+    int concatAxis = -1;
+    if (auto c = dyn_cast<kiln::ConcatOp>(op)) {
+      concatAxis = (int)c.getAxis();
+      Concat cc{slot(c.getResult(), concatAxis), {}};
+      for (Value v : c.getOperands())
+        cc.parts.push_back(slot(v, concatAxis));
+      concats.push_back(cc);
+    }
     auto visit = [&](Value v, ArrayRef<int> fs) {
       for (unsigned d = 0; d < dims(v).size() && d < fs.size(); ++d) {
         int s = slot(v, d);
+        if ((int)d == concatAxis)
+          continue;
         if (fs[d] < 0) {
           if (dims(v)[d] != 1)
             blocked[s] = true;
@@ -190,26 +211,58 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     std::vector<int64_t> kept; // channel indices, ascending
   };
   llvm::DenseMap<int, Pruned> plan;
+  // A class is whole when any of its slots is; a concat's result class and
+  // its parts: a whole result (or one that is itself a part or has
+  // producers) keeps every part whole, and a whole part keeps the others.
+  llvm::DenseMap<int, bool> whole;
+  for (auto &[root, ms] : members)
+    for (int s : ms)
+      whole[root] = whole[root] || blocked[s];
+  llvm::DenseMap<int, int> partOf; // part class -> concat result class
+  for (const Concat &c : concats) {
+    int r = find(c.result);
+    bool bad = whole[r] || producers.count(r) || partOf.count(r);
+    for (int p : c.parts) {
+      int q = find(p);
+      bad |= q == r || partOf.count(q) ||
+             llvm::any_of(concats, [&](const Concat &o) { return find(o.result) == q; });
+    }
+    if (bad) {
+      whole[r] = true;
+      for (int p : c.parts)
+        whole[find(p)] = true;
+    } else {
+      for (int p : c.parts)
+        partOf[find(p)] = r;
+    }
+  }
+  auto channelCount = [&](int root, int64_t &c) {
+    c = INT64_MAX;
+    for (int s : members[root])
+      c = std::min(c, dims(slots[s].first)[slots[s].second]);
+    bool ok = c > 0;
+    for (int s : members[root])
+      ok &= ok && dims(slots[s].first)[slots[s].second] % c == 0;
+    return ok;
+  };
   for (auto &[root, ms] : members) {
     auto pr = producers.find(root);
     if (pr == producers.end())
       continue;
-    bool ok = true;
-    int64_t c = INT64_MAX;
-    for (int s : ms) {
-      ok &= !blocked[s];
-      c = std::min(c, dims(slots[s].first)[slots[s].second]);
-    }
-    for (int s : ms)
-      ok &= c > 0 && dims(slots[s].first)[slots[s].second] % c == 0;
+    int64_t c = 0;
+    bool ok = !whole[root] && channelCount(root, c);
     if (!ok || c < 2)
       continue;
     int64_t removed = (int64_t)std::llround(ratio * (double)c);
     int64_t keep = c - removed;
     if (keep < 1) {
-      f.emitWarning("--kiln-prune-channels: ratio ")
-          << (double)ratio << " would remove all " << c << " channels of '"
-          << argName(f, pr->second.front().first) << "'; keeping one";
+      std::string w = "--prune l1-channel=" + std::to_string(ratio).substr(0, 4) +
+                      " would remove all " + std::to_string(c) + " channels of '" +
+                      argName(f, pr->second.front().first) + "'; keeping one";
+      if (io)
+        io->warnings.push_back(w);
+      else
+        f.emitWarning(w);
       keep = 1;
     }
     if (keep == c)
@@ -246,6 +299,40 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     order.resize((size_t)keep);
     std::sort(order.begin(), order.end());
     plan[root] = {c, order};
+  }
+  // A concat's result keeps its parts' kept channels, each at its offset.
+  for (const Concat &c : concats) {
+    int r = find(c.result);
+    if (whole[r])
+      continue;
+    bool any = false;
+    std::vector<int64_t> kept;
+    int64_t offset = 0, total = 0;
+    bool ok = channelCount(r, total);
+    for (int p : c.parts) {
+      int q = find(p);
+      int64_t n = dims(slots[p].first)[slots[p].second];
+      auto it = plan.find(q);
+      if (it != plan.end()) {
+        any = true;
+        ok &= it->second.channels == n;
+        for (int64_t k : it->second.kept)
+          kept.push_back(offset + k);
+      } else {
+        for (int64_t k = 0; k < n; ++k)
+          kept.push_back(offset + k);
+      }
+      offset += n;
+    }
+    if (!any)
+      continue;
+    if (!ok || offset != total) {
+      // Blocks of another size along the axis: leave the parts whole.
+      for (int p : c.parts)
+        plan.erase(find(p));
+      continue;
+    }
+    plan[r] = {total, kept};
   }
   if (plan.empty())
     return success();
@@ -324,6 +411,8 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     io->paramsAfter = after;
     for (auto &[root, p] : plan) {
       auto pr = producers.find(root);
+      if (pr == producers.end())
+        continue; // a concat's result: its parts are reported
       io->layers.push_back({argName(f, pr->second.front().first), p.channels,
                             (int64_t)p.kept.size()});
     }

@@ -76,5 +76,32 @@ func.func @forward(%x: tensor<3x8xf32> {onnx.name = "x"},
   return %l : tensor<f32>
 }
 
+// -----
+
+// A concat of two branches' channels (4 and 2): each branch is pruned on
+// its own (4 -> 2, 2 -> 1); the concat's result and the conv that reads it
+// keep the kept channels at their offsets (0, 1 and 4: 3 of 6).
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: tensor<2x1x3x3xf32> {kiln.param, onnx.name = "wa"}
+// CHECK-SAME: tensor<1x1x3x3xf32> {kiln.param, onnx.name = "wb"}
+// CHECK-SAME: tensor<2x3x3x3xf32> {kiln.param, onnx.name = "wc"}
+// CHECK-SAME: tensor<32x1xf32> {kiln.param, onnx.name = "wf"}
+// CHECK: kiln.concat {{.*}} : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+func.func @forward(%x: tensor<2x1x4x4xf32> {onnx.name = "x"},
+                   %wa: tensor<4x1x3x3xf32> {kiln.param, onnx.name = "wa"},
+                   %wb: tensor<2x1x3x3xf32> {kiln.param, onnx.name = "wb"},
+                   %wc: tensor<4x6x3x3xf32> {kiln.param, onnx.name = "wc"},
+                   %wf: tensor<64x3xf32> {kiln.param, onnx.name = "wf"})
+    -> (tensor<f32> {kiln.loss, onnx.name = "loss"}) {
+  %a = kiln.conv %x, %wa {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x1x4x4xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32>
+  %b = kiln.conv %x, %wb {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x1x4x4xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x4x4xf32>
+  %cat = kiln.concat %a, %b {axis = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x6x4x4xf32>
+  %c = kiln.conv %cat, %wc {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, groups = 1 : i64} : (tensor<2x6x4x4xf32>, tensor<4x6x3x3xf32>) -> tensor<2x4x4x4xf32>
+  %f = kiln.reshape %c : tensor<2x4x4x4xf32> -> tensor<2x64xf32>
+  %y = kiln.matmul %f, %wf : (tensor<2x64xf32>, tensor<64x3xf32>) -> tensor<2x3xf32>
+  %l = kiln.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 // RATIO: --kiln-prune-channels: ratio must be in [0, 1), got 1
 // VALUES: --kiln-prune-channels: importance=l1 needs the parameters' values

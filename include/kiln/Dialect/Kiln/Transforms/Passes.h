@@ -35,6 +35,8 @@ struct ChannelPruning {
   };
   std::vector<Layer> layers;
   int64_t paramsBefore = 0, paramsAfter = 0;
+  /// Lines to show the user (a layer that would lose every channel).
+  std::vector<std::string> warnings;
 };
 
 #define GEN_PASS_DECL
