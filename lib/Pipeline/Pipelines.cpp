@@ -249,10 +249,6 @@ bool kiln::compileONNXToTraining(const std::string &path,
       s += "\nkiln-compile: warning: " + w;
     result.pruneSummary = s;
   }
-  if (opts.qat && opts.dp > 1)
-    return failWith("qat", "--qat with --mesh dp=" + std::to_string(opts.dp) +
-                               " is not supported yet: each rank's observers "
-                               "would see only its part of the batch");
   if (opts.qat) {
     // Before the precision pass (the fake quantization computes in f32)
     // and the eval copy (evaluation sees the quantized model).

@@ -121,12 +121,16 @@ std::unique_ptr<Kernel> makeFakeQuantGrad(const KernelSpec &spec) {
 }
 
 std::unique_ptr<Kernel> makeMinMaxObserve(const KernelSpec &spec) {
-  expectArity(spec, 2, 3);
-  needF32(spec, spec.inputs[0], "input");
-  needF32(spec, spec.inputs[1], "observer");
-  if (spec.inputs[1]->numel() != 3)
-    fail(spec, "observer must be [3] ([min, max, n]), got " + spec.inputs[1]->str());
-  sameDesc(spec, spec.outputs[2], spec.inputs[1], "new_observer");
+  expectArity(spec, 3, 3);
+  for (int i = 0; i < 2; ++i) {
+    needF32(spec, spec.inputs[i], i ? "batch_max" : "batch_min");
+    if (spec.inputs[i]->numel() != 1)
+      fail(spec, "batch_min and batch_max must be scalars");
+  }
+  needF32(spec, spec.inputs[2], "observer");
+  if (spec.inputs[2]->numel() != 3)
+    fail(spec, "observer must be [3] ([min, max, n]), got " + spec.inputs[2]->str());
+  sameDesc(spec, spec.outputs[2], spec.inputs[2], "new_observer");
   for (int i = 0; i < 2; ++i)
     if (!spec.outputs[i] || spec.outputs[i]->dtype != DType::F32 ||
         spec.outputs[i]->numel() != 1)
@@ -137,19 +141,11 @@ std::unique_ptr<Kernel> makeMinMaxObserve(const KernelSpec &spec) {
   int64_t freeze = spec.attrs.getInt("freeze");
   if (!(averaging > 0.0f && averaging <= 1.0f) || freeze < 0)
     fail(spec, "needs 0 < averaging <= 1 and freeze >= 0");
-  int64_t n = spec.inputs[0]->numel();
   return make([=](ExecContext &, const void *const *in, void *const *out) {
-    const float *x = static_cast<const float *>(in[0]);
-    const float *o = static_cast<const float *>(in[1]);
+    float lo = *static_cast<const float *>(in[0]), hi = *static_cast<const float *>(in[1]);
+    const float *o = static_cast<const float *>(in[2]);
     float obs[3] = {o[0], o[1], o[2]};
-    if ((int64_t)obs[2] < freeze && n > 0) {
-      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-      for (int64_t i = 0; i < n; ++i) {
-        lo = std::fmin(lo, x[i]);
-        hi = std::fmax(hi, x[i]);
-      }
-      quant::observe(obs, lo, hi, averaging, freeze);
-    }
+    quant::observe(obs, lo, hi, averaging, freeze);
     quant::Affine a = quant::affineParams(obs[0], obs[1], qmin, qmax);
     *static_cast<float *>(out[0]) = a.scale;
     *static_cast<float *>(out[1]) = a.zeroPoint;

@@ -311,10 +311,10 @@ func.func @fake_quant_range(%x: tensor<4x3xf32>, %s: tensor<f32>) {
 
 // -----
 
-func.func @observer_shape(%x: tensor<4x3xf32>, %o: tensor<2xf32>) {
+func.func @observer_shape(%lo: tensor<f32>, %hi: tensor<f32>, %o: tensor<2xf32>) {
   // expected-error @+1 {{observer must be tensor<3xf32> ([min, max, n]), got 'tensor<2xf32>'}}
-  %0:3 = kiln.minmax_observe %x, %o {averaging = 0.01 : f32, freeze = 5 : i64, quant_min = 0 : i64, quant_max = 255 : i64}
-      : (tensor<4x3xf32>, tensor<2xf32>) -> (tensor<f32>, tensor<f32>, tensor<2xf32>)
+  %0:3 = kiln.minmax_observe %lo, %hi, %o {averaging = 0.01 : f32, freeze = 5 : i64, quant_min = 0 : i64, quant_max = 255 : i64}
+      : (tensor<f32>, tensor<f32>, tensor<2xf32>) -> (tensor<f32>, tensor<f32>, tensor<2xf32>)
   return
 }
 

@@ -210,7 +210,7 @@ LogicalResult MinMaxObserveOp::verify() {
 
 void MinMaxObserveOp::getStateUpdates(
     SmallVectorImpl<std::pair<unsigned, unsigned>> &updates) {
-  updates.push_back({1, 2}); // observer
+  updates.push_back({2, 2}); // observer
 }
 
 LogicalResult AbsMaxScaleOp::verify() {

@@ -217,19 +217,46 @@ ShardingRule MagnitudePruneOp::getShardingRule() {
   return ShardingRule::allWhole(getOperation());
 }
 
-// A quantization's scale depends on a whole tensor (its range) or a whole
-// channel; the observer's state is one per tensor.
+/// Fake quantization is elementwise: every dimension of the tensors a
+/// parallel factor; a per-axis scale and zero point are that axis's.
+static ShardingRule fakeQuantRule(Operation *op, ArrayRef<unsigned> tensors,
+                                  ArrayRef<unsigned> params,
+                                  std::optional<uint64_t> axis) {
+  ShardingRule r = ShardingRule::allWhole(op);
+  ArrayRef<int64_t> shape = dimsOf(op->getResult(0));
+  for (int64_t d = 0; d < (int64_t)shape.size(); ++d) {
+    int f = r.add(shape[d]);
+    r.results[0][d] = f;
+    for (unsigned i : tensors)
+      r.operands[i][d] = f;
+    if (axis && (int64_t)*axis == d)
+      for (unsigned i : params)
+        r.operands[i][0] = f;
+  }
+  return r;
+}
 ShardingRule FakeQuantOp::getShardingRule() {
-  return ShardingRule::allWhole(getOperation());
+  return fakeQuantRule(getOperation(), {0}, {1, 2}, getAxis());
 }
 ShardingRule FakeQuantGradOp::getShardingRule() {
-  return ShardingRule::allWhole(getOperation());
+  return fakeQuantRule(getOperation(), {0, 1}, {2, 3}, getAxis());
 }
+// Scalars in, scalars and the observer's state out.
 ShardingRule MinMaxObserveOp::getShardingRule() {
   return ShardingRule::allWhole(getOperation());
 }
+// The channel axis is parallel; the other axes reduce with max.
 ShardingRule AbsMaxScaleOp::getShardingRule() {
-  return ShardingRule::allWhole(getOperation());
+  ShardingRule r = ShardingRule::allWhole(getOperation());
+  ArrayRef<int64_t> in = dimsOf(getInput());
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d) {
+    if (d == (int64_t)getAxis()) {
+      r.operands[0][d] = r.results[0][0] = r.add(in[d]);
+      continue;
+    }
+    r.operands[0][d] = r.add(in[d], FactorKind::Reduction, ReductionKind::Max);
+  }
+  return r;
 }
 
 // A constant is whole on every rank; a consumer that needs a shard of it

@@ -162,8 +162,14 @@ LogicalResult QuantizeAwarePass::quantize(ModuleOp m, func::FuncOp f) {
       else
         b.setInsertionPointToStart(&body);
       auto scalar = RankedTensorType::get({}, b.getF32Type());
+      SmallVector<int64_t> axes(cast<RankedTensorType>(x.getType()).getRank());
+      for (size_t d = 0; d < axes.size(); ++d)
+        axes[d] = (int64_t)d;
+      auto all = b.getDenseI64ArrayAttr(axes);
+      Value lo = kiln::ReduceMinOp::create(b, loc, x, all, b.getBoolAttr(false));
+      Value hi = kiln::ReduceMaxOp::create(b, loc, x, all, b.getBoolAttr(false));
       auto obs = kiln::MinMaxObserveOp::create(
-          b, loc, TypeRange{scalar, scalar, ot}, x, f.getArgument(at),
+          b, loc, TypeRange{scalar, scalar, ot}, lo, hi, f.getArgument(at),
           b.getF32FloatAttr(averaging), i64(freeze), i64(quant::kActMin),
           i64(quant::kActMax));
       xq = kiln::FakeQuantOp::create(b, loc, x.getType(), x, obs.getScale(),

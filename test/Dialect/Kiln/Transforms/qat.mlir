@@ -18,11 +18,15 @@
 // CHECK-DAG: %[[Q2:.*]] = kiln.fake_quant %[[W2]], %[[S2]], %{{.*}} {axis = 1 : i64, quant_max = 127 : i64, quant_min = -127 : i64}
 // CHECK-DAG: %[[S1:.*]] = kiln.absmax_scale %[[W1]] {axis = 0 : i64, quant_max = 127 : i64} : (tensor<8x4xf32>) -> tensor<8xf32>
 // CHECK-DAG: %[[Q1:.*]] = kiln.fake_quant %[[W1]], %[[S1]], %{{.*}} {axis = 0 : i64, quant_max = 127 : i64, quant_min = -127 : i64}
-// CHECK-DAG: %[[SC:.*]], %[[ZP:.*]], %{{.*}} = kiln.minmax_observe %arg0, %[[O1]] {averaging = 0.00999999977 : f32, freeze = 50 : i64, quant_max = 255 : i64, quant_min = 0 : i64}
+// CHECK-DAG: %[[LO:.*]] = kiln.reduce_min %arg0 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+// CHECK-DAG: %[[HI:.*]] = kiln.reduce_max %arg0 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+// CHECK-DAG: %[[SC:.*]], %[[ZP:.*]], %{{.*}} = kiln.minmax_observe %[[LO]], %[[HI]], %[[O1]] {averaging = 0.00999999977 : f32, freeze = 50 : i64, quant_max = 255 : i64, quant_min = 0 : i64}
 // CHECK-DAG: %[[XQ:.*]] = kiln.fake_quant %arg0, %[[SC]], %[[ZP]] {quant_max = 255 : i64, quant_min = 0 : i64} : (tensor<2x4xf32>, tensor<f32>, tensor<f32>) -> tensor<2x4xf32>
 // CHECK: kiln.matmul %[[XQ]], %[[Q1]] {transpose_rhs = true}
 // CHECK: %[[H:.*]] = kiln.add
-// CHECK: kiln.minmax_observe %[[H]], %[[O2]]
+// CHECK: kiln.reduce_min %[[H]]
+// CHECK: kiln.reduce_max %[[H]]
+// CHECK: kiln.minmax_observe %{{.*}}, %{{.*}}, %[[O2]]
 // CHECK: kiln.matmul %{{.*}}, %[[Q2]]
 
 // Autodiff: the observers are state, updated by minmax_observe; the weights
@@ -34,7 +38,7 @@
 // AD: return
 
 // Evaluation reads the observers and leaves them (freeze = 0).
-// EVAL: kiln.minmax_observe %arg0, %{{.*}} {averaging = 0.00999999977 : f32, freeze = 0 : i64
+// EVAL: kiln.minmax_observe %{{.*}}, %{{.*}}, %{{.*}} {averaging = 0.00999999977 : f32, freeze = 0 : i64
 
 // FREEZE: --kiln-qat: freeze must be at least 1
 // AVG: --kiln-qat: averaging must be in (0, 1], got 0

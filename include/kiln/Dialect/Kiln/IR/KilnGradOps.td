@@ -434,9 +434,12 @@ def Kiln_MinMaxObserveOp : Kiln_GradOp<"minmax_observe", [
   let summary = "moving-average min/max observer and its affine parameters";
   let description = [{
     An activation's quantization range (PyTorch's
-    `MovingAverageMinMaxObserver`). `observer` is `[min, max, n]`, `n` the
-    batches observed (zeros at the start). While `n < freeze`: the first
-    batch sets `min` and `max` to the input's; later ones move them by
+    `MovingAverageMinMaxObserver`) from the batch's `batch_min` and
+    `batch_max` (a `kiln.reduce_min` and `kiln.reduce_max` of the input: with
+    the batch split over ranks, the partitioner all-reduces them, so every
+    rank observes the whole batch's range). `observer` is `[min, max, n]`,
+    `n` the batches observed (zeros at the start). While `n < freeze`: the
+    first batch sets `min` and `max` to the batch's; later ones move them by
     `averaging * (batch - running)`; `n` counts the batch. From `freeze`
     batches on the observer keeps its range. Then, as PyTorch's
     `_calculate_qparams` in float32, with `lo = min(min, 0)` and `hi = max(max,
@@ -445,14 +448,14 @@ def Kiln_MinMaxObserveOp : Kiln_GradOp<"minmax_observe", [
     quant_min, quant_max)` (half to even). No gradient flows through it.
 
     ```mlir
-    %s, %z, %o1 = kiln.minmax_observe %x, %o
+    %s, %z, %o1 = kiln.minmax_observe %lo, %hi, %o
         {averaging = 0.01 : f32, freeze = 1000 : i64, quant_min = 0 : i64, quant_max = 255 : i64}
-        : (tensor<8x16xf32>, tensor<3xf32>) -> (tensor<f32>, tensor<f32>, tensor<3xf32>)
+        : (tensor<f32>, tensor<f32>, tensor<3xf32>) -> (tensor<f32>, tensor<f32>, tensor<3xf32>)
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$observer,
-                   F32Attr:$averaging, I64Attr:$freeze, I64Attr:$quant_min,
-                   I64Attr:$quant_max);
+  let arguments = (ins 0DTensorOf<[F32]>:$batch_min, 0DTensorOf<[F32]>:$batch_max,
+                   Kiln_FloatTensor:$observer, F32Attr:$averaging, I64Attr:$freeze,
+                   I64Attr:$quant_min, I64Attr:$quant_max);
   let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$zero_point,
                  Kiln_FloatTensor:$new_observer);
   let hasVerifier = 1;
