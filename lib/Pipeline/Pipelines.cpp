@@ -224,6 +224,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     PassManager pm(&ctx);
     KilnPruneChannelsPassOptions po;
     po.ratio = opts.pruneChannels;
+    po.at = opts.pruneAt;
     pm.addPass(createKilnPruneChannelsPass(po, &io));
     if (failed(pm.run(*module)))
       return fail("prune");
@@ -232,19 +233,30 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                "prune (every convolution's and Linear's output "
                                "reaches a model output or an op that needs it "
                                "whole)");
-    std::string pruned, perr;
-    if (!pruneONNXInitializers(bytes, io.kept, pruned, perr))
-      return failWith("prune", "--prune l1-channel: " + perr);
-    result.model = std::move(pruned);
-    std::string s = "pruned " + std::to_string(io.layers.size()) + " layers' channels (";
+    std::string s;
+    if (opts.pruneAt == 0) {
+      std::string pruned, perr;
+      if (!pruneONNXInitializers(bytes, io.kept, pruned, perr))
+        return failWith("prune", "--prune l1-channel: " + perr);
+      result.model = std::move(pruned);
+      s = "pruned " + std::to_string(io.layers.size()) + " layers' channels (";
+    } else {
+      s = "at step " + std::to_string(opts.pruneAt) + " prunes " +
+          std::to_string(io.layers.size()) + " layers' channels (";
+    }
     for (size_t i = 0; i < io.layers.size(); ++i)
       s += (i ? ", " : "") + io.layers[i].weight + " " +
            std::to_string(io.layers[i].before) + "->" + std::to_string(io.layers[i].after);
-    char frac[64];
-    std::snprintf(frac, sizeof frac, "%.1f%%",
-                  100.0 * (double)io.paramsAfter / (double)std::max<int64_t>(io.paramsBefore, 1));
-    s += "); parameters " + std::to_string(io.paramsBefore) + " -> " +
-         std::to_string(io.paramsAfter) + " (" + frac + ")";
+    if (opts.pruneAt == 0) {
+      char frac[64];
+      std::snprintf(frac, sizeof frac, "%.1f%%",
+                    100.0 * (double)io.paramsAfter /
+                        (double)std::max<int64_t>(io.paramsBefore, 1));
+      s += "); parameters " + std::to_string(io.paramsBefore) + " -> " +
+           std::to_string(io.paramsAfter) + " (" + frac + ")";
+    } else {
+      s += ")";
+    }
     for (const std::string &w : io.warnings)
       s += "\nkiln-compile: warning: " + w;
     result.pruneSummary = s;
@@ -382,6 +394,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
     oo.lossScale = lossScaling;
     if (attachOptimizer)
       pm.addPass(createKilnAttachOptimizerPass(oo));
+    if (opts.pruneChannels >= 0 && opts.pruneAt > 0) {
+      if (!attachOptimizer)
+        return failWith("prune", "--prune l1-channel --prune-at needs an "
+                                 "optimizer (the channels are cut after an update)");
+      if (opts.zero > 0)
+        return failWith("prune", "--prune l1-channel --prune-at with --zero is "
+                                 "not supported yet: the channels are chosen over "
+                                 "whole weights, which ZeRO updates in shards");
+      pm.addPass(createKilnMaskChannelsPass());
+    }
     if (opts.pruneSparsity >= 0) {
       if (!attachOptimizer)
         return failWith("prune", "--prune needs an optimizer (pruning follows "
@@ -521,6 +543,34 @@ bool kiln::compileONNXToTraining(const std::string &path,
   config[key(K::Precision)] = opts.precision;
   if (opts.softLabels)
     config[key(K::SoftLabels)] = true;
+  if (opts.pruneChannels >= 0 && opts.pruneAt > 0) {
+    llvm::json::Array chans;
+    int64_t k = 0;
+    if (auto cls = (*module)->getAttrOfType<ArrayAttr>(KilnDialect::getChannelClassesAttrName()))
+      for (Attribute a : cls) {
+        auto d = cast<DictionaryAttr>(a);
+        llvm::json::Array ps, as, bs;
+        for (Attribute n : d.getAs<ArrayAttr>("params"))
+          ps.push_back(cast<StringAttr>(n).getValue().str());
+        for (int64_t v : d.getAs<DenseI64ArrayAttr>("axes").asArrayRef())
+          as.push_back(v);
+        for (int64_t v : d.getAs<DenseI64ArrayAttr>("blocks").asArrayRef())
+          bs.push_back(v);
+        chans.push_back(llvm::json::Object{
+            {key(K::PruneChannelMask), "channels/" + std::to_string(k++) + "/pruned"},
+            {key(K::PruneChannelCount), d.getAs<IntegerAttr>("channels").getInt()},
+            {key(K::PruneChannelParams), std::move(ps)},
+            {key(K::PruneChannelAxes), std::move(as)},
+            {key(K::PruneChannelBlocks), std::move(bs)}});
+      }
+    config[key(K::Prune)] = llvm::json::Object{
+        {key(K::PruneKind), "l1-channel"},
+        {key(K::PruneSparsity), opts.pruneChannels},
+        {key(K::PruneStart), opts.pruneAt},
+        {key(K::PruneEnd), opts.pruneAt},
+        {key(K::PruneEvery), 1},
+        {key(K::PruneChannels), std::move(chans)}};
+  }
   if (opts.pruneSparsity >= 0)
     config[key(K::Prune)] = llvm::json::Object{
         {key(K::PruneKind), "magnitude"},

@@ -102,9 +102,72 @@ std::unique_ptr<Kernel> makeMagnitudePrune(const KernelSpec &spec) {
   });
 }
 
+std::unique_ptr<Kernel> makeChannelPrune(const KernelSpec &spec) {
+  size_t n = spec.inputs.size();
+  if (n < 3 || spec.outputs.size() != 1)
+    fail(spec, "needs producers, pruned and step, and one result");
+  size_t np = n - 2;
+  const TensorDesc *q = spec.inputs[np];
+  need(spec, q, "pruned");
+  if (q->dtype != DType::F32 || q->shape.size() != 1)
+    fail(spec, "pruned must be f32 [C]");
+  sameDesc(spec, spec.outputs[0], q, "new_pruned");
+  if (!spec.inputs[np + 1] || spec.inputs[np + 1]->dtype != DType::I64 ||
+      spec.inputs[np + 1]->numel() != 1)
+    fail(spec, "step must be an i64 scalar");
+  std::vector<int64_t> axes = spec.attrs.getInts("axes"), blocks = spec.attrs.getInts("blocks");
+  int64_t c = q->shape[0], keep = spec.attrs.getInt("keep"), at = spec.attrs.getInt("at");
+  if (axes.size() != np || blocks.size() != np || keep < 1 || keep > c || at < 0)
+    fail(spec, "needs one axis and block per producer, 1 <= keep <= C, at >= 0");
+  struct Producer {
+    int64_t outer, size, inner, block;
+  };
+  std::vector<Producer> ps;
+  for (size_t i = 0; i < np; ++i) {
+    const TensorDesc *d = spec.inputs[i];
+    if (!d || d->dtype != DType::F32)
+      fail(spec, "producers must be f32");
+    int64_t a = axes[i];
+    if (a < 0 || a >= (int64_t)d->shape.size() || d->shape[a] != c * blocks[i])
+      fail(spec, "producer " + std::to_string(i) + " " + d->str() + " has no " +
+                     std::to_string(c) + " channels along axis " + std::to_string(a));
+    ps.push_back({grad::prod(d->shape, 0, a), d->shape[a],
+                  grad::prod(d->shape, a + 1, d->shape.size()), blocks[i]});
+  }
+  return make([=](ExecContext &, const void *const *in, void *const *out) {
+    const float *qi = static_cast<const float *>(in[np]);
+    int64_t s = *static_cast<const int64_t *>(in[np + 1]) - 1; // 1-based count
+    float *qo = static_cast<float *>(out[0]);
+    if (s != at) {
+      if (qo != qi)
+        std::memcpy(qo, qi, (size_t)c * sizeof(float));
+      return;
+    }
+    std::vector<double> score((size_t)c, 0.0);
+    for (size_t i = 0; i < np; ++i) {
+      const float *w = static_cast<const float *>(in[i]);
+      const Producer &p = ps[i];
+      for (int64_t o = 0; o < p.outer; ++o)
+        for (int64_t j = 0; j < p.size; ++j)
+          for (int64_t k = 0; k < p.inner; ++k)
+            score[(size_t)(j / p.block)] += std::fabs(w[(o * p.size + j) * p.inner + k]);
+    }
+    std::vector<int64_t> order((size_t)c);
+    std::iota(order.begin(), order.end(), int64_t(0));
+    // Largest first, ties by position: the first `keep` stay.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    for (int64_t j = 0; j < c; ++j)
+      qo[j] = 1.0f;
+    for (int64_t j = 0; j < keep; ++j)
+      qo[order[(size_t)j]] = 0.0f;
+  });
+}
+
 } // namespace
 
 void registerPruneKernels(KernelRegistry &r) {
+  r.add("channel_prune", makeChannelPrune);
   r.add("magnitude_prune", makeMagnitudePrune);
 }
 

@@ -113,6 +113,8 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
   case TrainConfigObject::Data: return schema["properties"]["data"]["items"];
   case TrainConfigObject::QatSite:
     return schema["properties"]["qat"]["properties"]["sites"]["items"];
+  case TrainConfigObject::PruneChannel:
+    return schema["properties"]["prune"]["properties"]["channels"]["items"];
   }
   return schema;
 }
@@ -158,7 +160,7 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
         TrainConfigObject::Schedule, TrainConfigObject::Mesh,
         TrainConfigObject::LossScale, TrainConfigObject::Prune,
         TrainConfigObject::Qat, TrainConfigObject::Data,
-        TrainConfigObject::QatSite}) {
+        TrainConfigObject::QatSite, TrainConfigObject::PruneChannel}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

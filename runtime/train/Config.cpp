@@ -260,8 +260,40 @@ Config parseConfig(std::string_view text) {
         bad("'prune' must be an object");
       PruneConfig q;
       std::string kind = getString(*pr, Key::PruneKind, "prune ");
-      if (kind != "magnitude")
-        bad("prune kind must be magnitude, got '" + kind + "'");
+      if (kind != "magnitude" && kind != "l1-channel")
+        bad("prune kind must be magnitude or l1-channel, got '" + kind + "'");
+      q.kind = kind;
+      if (const json *chs = field(*pr, Key::PruneChannels)) {
+        if (!chs->is_array())
+          bad("prune 'channels' must be an array");
+        for (size_t i = 0; i < chs->size(); ++i) {
+          const json &e = (*chs)[i];
+          std::string where = "prune channels[" + std::to_string(i) + "] ";
+          if (!e.is_object())
+            bad(where + "must be an object");
+          PruneChannelClass cl;
+          cl.mask = getString(e, Key::PruneChannelMask, where);
+          std::optional<int64_t> n = getInt(e, Key::PruneChannelCount, where);
+          const json *ps = field(e, Key::PruneChannelParams);
+          const json *as = field(e, Key::PruneChannelAxes);
+          const json *bs = field(e, Key::PruneChannelBlocks);
+          if (cl.mask.empty() || !n || *n < 1 || !ps || !as || !bs || !ps->is_array() ||
+              !as->is_array() || !bs->is_array() || ps->size() != as->size() ||
+              ps->size() != bs->size())
+            bad(where + "needs a mask, a count >= 1 and params, axes and blocks of one length");
+          cl.count = *n;
+          for (size_t k = 0; k < ps->size(); ++k) {
+            if (!(*ps)[k].is_string() || !(*as)[k].is_number_integer() ||
+                !(*bs)[k].is_number_integer() || (*as)[k].get<int64_t>() < 0 ||
+                (*bs)[k].get<int64_t>() < 1)
+              bad(where + "has a malformed parameter entry");
+            cl.params.push_back((*ps)[k].get<std::string>());
+            cl.axes.push_back((*as)[k].get<int64_t>());
+            cl.blocks.push_back((*bs)[k].get<int64_t>());
+          }
+          q.channels.push_back(std::move(cl));
+        }
+      }
       q.sparsity = getNumber(*pr, Key::PruneSparsity, "prune ");
       q.start = *getInt(*pr, Key::PruneStart, "prune ");
       q.end = *getInt(*pr, Key::PruneEnd, "prune ");

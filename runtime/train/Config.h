@@ -54,9 +54,17 @@ struct LossScaleConfig {
 
 /// Magnitude pruning (the config's `prune`; docs/Compression.md): the
 /// plan prunes; the trainer checks the schedule against the run's length.
+struct PruneChannelClass {
+  std::string mask;  // state parameter [count], 1 = pruned
+  int64_t count = 0;
+  std::vector<std::string> params;
+  std::vector<int64_t> axes, blocks;
+};
 struct PruneConfig {
+  std::string kind = "magnitude"; // magnitude | l1-channel
   double sparsity = 0;
   int64_t start = 0, end = 0, every = 1;
+  std::vector<PruneChannelClass> channels; // l1-channel
 };
 
 /// Quantization-aware training (the config's `qat`; docs/Compression.md):

@@ -6,6 +6,7 @@
 #include "Util.h"
 
 #include "kiln/runtime/Quantize.h"
+#include "kiln/runtime/SliceTensor.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -261,6 +262,57 @@ void writeQdq(onnx::ModelProto &model, const rt::Program &program,
   g.mutable_node()->Swap(&nodes);
 }
 
+/// Cuts the initializers of channel-pruned classes (l1-channel at a step)
+/// to the channels their masks keep.
+void cutPrunedChannels(onnx::ModelProto &model, const rt::Program &program,
+                       const PruneConfig &prune, const std::string &where) {
+  std::map<std::string, kiln::KeptIndices> kept;
+  std::string err;
+  for (const PruneChannelClass &cl : prune.channels) {
+    rt::HostTensor m;
+    if (!program.getParam(cl.mask, m, err))
+      fail(where + err);
+    if (m.desc().dtype != DType::F32 || m.desc().numel() != cl.count)
+      fail(where + "channel mask '" + cl.mask + "' is not f32 [" +
+           std::to_string(cl.count) + "]");
+    const float *q = static_cast<const float *>(m.data());
+    std::vector<int64_t> ch;
+    for (int64_t c = 0; c < cl.count; ++c)
+      if (q[c] == 0.0f)
+        ch.push_back(c);
+    if ((int64_t)ch.size() == cl.count)
+      continue; // not pruned (yet)
+    for (size_t i = 0; i < cl.params.size(); ++i) {
+      std::vector<int64_t> idx;
+      for (int64_t c : ch)
+        for (int64_t b = 0; b < cl.blocks[i]; ++b)
+          idx.push_back(c * cl.blocks[i] + b);
+      kept[cl.params[i]][cl.axes[i]] = idx;
+    }
+  }
+  if (kept.empty())
+    return;
+  onnx::GraphProto &g = *model.mutable_graph();
+  for (onnx::TensorProto &t : *g.mutable_initializer()) {
+    auto it = kept.find(t.name());
+    if (it == kept.end())
+      continue;
+    if (t.data_type() != onnx::TensorProto::FLOAT || !t.has_raw_data())
+      fail(where + "initializer '" + t.name() + "' is not float32 raw data");
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    std::string cut = kiln::sliceTensorBytes(t.raw_data(), dims, 4, it->second);
+    if (cut.empty())
+      fail(where + "initializer '" + t.name() + "' does not match its channels");
+    t.clear_dims();
+    for (size_t a = 0; a < dims.size(); ++a) {
+      auto k = it->second.find((int64_t)a);
+      t.add_dims(k == it->second.end() ? dims[a] : (int64_t)k->second.size());
+    }
+    t.set_raw_data(cut);
+  }
+  g.clear_value_info();
+}
+
 } // namespace
 
 void checkExportable(std::string_view model, const std::string &outPath) {
@@ -271,7 +323,7 @@ void checkExportable(std::string_view model, const std::string &outPath) {
 size_t exportOnnx(std::string_view bytes, const rt::Program &program,
                   const std::string &outPath,
                   const std::map<std::string, rt::HostTensor> *whole,
-                  const QatConfig *qat) {
+                  const QatConfig *qat, const PruneConfig *prune) {
   const std::string where = "--export-onnx " + outPath + ": ";
   onnx::ModelProto model;
   parseModel(bytes, outPath, model);
@@ -320,6 +372,8 @@ size_t exportOnnx(std::string_view bytes, const rt::Program &program,
       t.set_raw_data(std::string());
     ++replaced;
   }
+  if (prune && prune->kind == "l1-channel" && !prune->channels.empty())
+    cutPrunedChannels(model, program, *prune, where);
   if (qat)
     writeQdq(model, program, *qat, where);
   std::string out;

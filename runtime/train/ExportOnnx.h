@@ -34,10 +34,14 @@ void checkExportable(std::string_view model, const std::string &outPath);
 /// zero point 0) behind a DequantizeLinear, its activation input through
 /// QuantizeLinear/DequantizeLinear (uint8, per tensor) with the scale and
 /// zero point of its observer (kiln/runtime/Quantize.h). Needs opset >= 13.
+/// `prune` (may be null): with l1-channel classes whose masks have pruned
+/// channels, the initializers are cut to the kept channels (the smaller
+/// model), as kiln-compile cuts them when it prunes at step 0.
 size_t exportOnnx(std::string_view model, const rt::Program &program,
                   const std::string &outPath,
                   const std::map<std::string, rt::HostTensor> *whole = nullptr,
-                  const QatConfig *qat = nullptr);
+                  const QatConfig *qat = nullptr,
+                  const PruneConfig *prune = nullptr);
 
 } // namespace kiln::train
 

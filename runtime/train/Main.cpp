@@ -957,7 +957,8 @@ int runTraining(int argc, char **argv) {
     wholeEnd = gatherSharded(); // every rank: export and eval are rank 0's
   if (!opt.exportOnnx.empty() && lead) {
     size_t n = exportOnnx(payload.model, *program, opt.exportOnnx, &wholeEnd,
-                          config.qat ? &*config.qat : nullptr);
+                          config.qat ? &*config.qat : nullptr,
+                          config.prune ? &*config.prune : nullptr);
     log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
   }

@@ -402,13 +402,12 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     if (kind == "l1-channel") {
       if (!inRange)
         die("--prune l1-channel=R needs a ratio R in [0, 1), got '" + num + "'");
-      if (pruneAt.getNumOccurrences() && pruneAt != 0)
-        die("--prune l1-channel prunes the model's weights as compiled (step 0); "
-            "--prune-at " + std::to_string(pruneAt) + " is not supported yet: train, "
-            "--export-onnx, and compile the exported model with --prune l1-channel");
+      if (pruneAt < 0)
+        die("--prune-at needs a step >= 0, got " + std::to_string(pruneAt));
       if (pruneEnd.getNumOccurrences() || pruneEvery.getNumOccurrences())
         die("--prune-end and --prune-every go with --prune magnitude=S");
       opts.pruneChannels = v;
+      opts.pruneAt = pruneAt;
     }
   }
   if (!prune.empty() && opts.pruneChannels < 0) {

@@ -7,7 +7,7 @@
 #ifndef KILN_TARGET_ONNX_REWRITE_H
 #define KILN_TARGET_ONNX_REWRITE_H
 
-#include "kiln/Support/SliceTensor.h"
+#include "kiln/runtime/SliceTensor.h"
 
 #include <map>
 #include <string>

@@ -200,6 +200,29 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << "got " << attr.getValue();
     return success();
   }
+  if (name == getChannelClassesAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on a module";
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all)
+      return op->emitError() << name << " must be an array of dictionaries";
+    for (Attribute a : all) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      auto params = d ? d.getAs<ArrayAttr>("params") : ArrayAttr();
+      auto axes = d ? d.getAs<DenseI64ArrayAttr>("axes") : DenseI64ArrayAttr();
+      auto blocks = d ? d.getAs<DenseI64ArrayAttr>("blocks") : DenseI64ArrayAttr();
+      auto prods = d ? d.getAs<ArrayAttr>("producers") : ArrayAttr();
+      auto pAxes = d ? d.getAs<DenseI64ArrayAttr>("producer_axes") : DenseI64ArrayAttr();
+      auto pBlocks = d ? d.getAs<DenseI64ArrayAttr>("producer_blocks") : DenseI64ArrayAttr();
+      if (!d || !d.getAs<IntegerAttr>("channels") || !d.getAs<IntegerAttr>("keep") ||
+          !d.getAs<IntegerAttr>("at") ||
+          !params || !axes || !blocks || !prods || !pAxes || !pBlocks ||
+          (size_t)axes.size() != params.size() || (size_t)blocks.size() != params.size() ||
+          (size_t)pAxes.size() != prods.size() || (size_t)pBlocks.size() != prods.size())
+        return op->emitError() << name << ": malformed class " << a;
+    }
+    return success();
+  }
   if (name == getQatSitesAttrName()) {
     if (!isa<ModuleOp>(op))
       return op->emitError() << name << " belongs on a module";

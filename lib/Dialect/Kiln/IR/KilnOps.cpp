@@ -186,6 +186,27 @@ static LogicalResult verifyQuantParams(Operation *op, Type input, Type scale,
   return success();
 }
 
+LogicalResult ChannelPruneOp::verify() {
+  auto q = cast<RankedTensorType>(getPruned().getType());
+  if (q.getRank() != 1)
+    return emitOpError("pruned must be [C], got ") << q;
+  int64_t c = q.getDimSize(0);
+  size_t n = getProducers().size();
+  if (n == 0 || getAxes().size() != n || getBlocks().size() != n)
+    return emitOpError("needs one axis and one block per producer");
+  for (size_t i = 0; i < n; ++i) {
+    ArrayRef<int64_t> s = shapeOf(getProducers()[i].getType());
+    int64_t a = getAxes()[i], b = getBlocks()[i];
+    if (a < 0 || a >= (int64_t)s.size() || b < 1 || s[a] != c * b)
+      return emitOpError("producer ") << i << " " << getProducers()[i].getType()
+                                     << " has no " << c << " channels of " << b
+                                     << " along axis " << a;
+  }
+  if (getKeep() < 1 || getKeep() > c || getAt() < 0)
+    return emitOpError("needs 1 <= keep <= C and at >= 0");
+  return success();
+}
+
 LogicalResult FakeQuantOp::verify() {
   return verifyQuantParams(*this, getInput().getType(), getScale().getType(),
                            getZeroPoint().getType(), getAxis(), getQuantMin(),

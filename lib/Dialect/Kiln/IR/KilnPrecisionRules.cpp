@@ -64,6 +64,7 @@ KILN_PRECISION(SgdUpdateOp, Float32)
 KILN_PRECISION(MomentumUpdateOp, Float32)
 KILN_PRECISION(AdamUpdateOp, Float32)
 KILN_PRECISION(MagnitudePruneOp, Float32)
+KILN_PRECISION(ChannelPruneOp, Float32)
 // Quantization: scales and rounding in float32, as PyTorch computes them.
 KILN_PRECISION(FakeQuantOp, Float32)
 KILN_PRECISION(FakeQuantGradOp, Float32)

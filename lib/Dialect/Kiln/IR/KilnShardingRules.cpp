@@ -212,6 +212,10 @@ KILN_BROADCAST_RULE(AdamUpdateOp)
 KILN_BROADCAST_RULE(DropoutOp)
 #undef KILN_BROADCAST_RULE
 
+// Which channels go depends on the whole weights.
+ShardingRule ChannelPruneOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
 // The elements a magnitude prune keeps depend on the whole parameter.
 ShardingRule MagnitudePruneOp::getShardingRule() {
   return ShardingRule::allWhole(getOperation());

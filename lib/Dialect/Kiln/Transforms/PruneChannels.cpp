@@ -25,7 +25,7 @@
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "kiln/Dialect/Kiln/IR/ShardingRule.h"
-#include "kiln/Support/SliceTensor.h"
+#include "kiln/runtime/SliceTensor.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -79,7 +79,7 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
   if (!byL1 && importance != "index")
     return f.emitError("--kiln-prune-channels: importance must be l1 or index, got '")
            << importance << "'";
-  if (byL1 && (!io || !io->params))
+  if (byL1 && at == 0 && (!io || !io->params))
     return f.emitError("--kiln-prune-channels: importance=l1 needs the "
                        "parameters' values (kiln-compile --prune l1-channel=R "
                        "passes them); importance=index keeps the first channels");
@@ -152,11 +152,21 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
         cc.parts.push_back(slot(v, concatAxis));
       concats.push_back(cc);
     }
+    bool contracts = isa<kiln::MatmulOp, kiln::ConvOp>(op);
     auto visit = [&](Value v, ArrayRef<int> fs) {
       for (unsigned d = 0; d < dims(v).size() && d < fs.size(); ++d) {
         int s = slot(v, d);
-        if ((int)d == concatAxis)
+        if ((int)d == concatAxis) {
+          if (at > 0)
+            blocked[s] = true; // masks of a concat's parts: not built
           continue;
+        }
+        // A masked channel's values are not zero everywhere (a sigmoid of
+        // 0); where an op sums over channels, only a masked weight (a
+        // matmul's, a conv's) makes them not count.
+        if (at > 0 && fs[d] >= 0 && !contracts &&
+            rule.factors[fs[d]].kind == kiln::FactorKind::Reduction)
+          blocked[s] = true;
         if (fs[d] < 0) {
           if (dims(v)[d] != 1)
             blocked[s] = true;
@@ -268,7 +278,7 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     if (keep == c)
       continue;
     std::vector<double> score((size_t)c, 0.0);
-    if (byL1) {
+    if (byL1 && at == 0) {
       for (auto [arg, d] : pr->second) {
         std::string name = argName(f, arg);
         auto it = io->params->find(name);
@@ -336,6 +346,52 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
   }
   if (plan.empty())
     return success();
+
+  if (at > 0) {
+    // Record the classes for --kiln-mask-channels; shapes stay.
+    MLIRContext *ctx = f.getContext();
+    Builder b(ctx);
+    SmallVector<Attribute> classes;
+    for (auto &[root, p] : plan) {
+      auto pr = producers.find(root);
+      if (pr == producers.end())
+        continue;
+      SmallVector<Attribute> prodNames, params;
+      SmallVector<int64_t> prodAxes, prodBlocks, axes, blocks;
+      for (auto [arg, d] : pr->second) {
+        prodNames.push_back(b.getStringAttr(argName(f, arg)));
+        prodAxes.push_back(d);
+        prodBlocks.push_back(dims(f.getArgument(arg))[d] / p.channels);
+      }
+      for (int s : members[root]) {
+        auto a = dyn_cast<BlockArgument>(slots[s].first);
+        if (!a || a.getOwner() != &body || !kiln::isParam(f, a.getArgNumber()))
+          continue;
+        params.push_back(b.getStringAttr(argName(f, a.getArgNumber())));
+        axes.push_back(slots[s].second);
+        blocks.push_back(dims(a)[slots[s].second] / p.channels);
+      }
+      NamedAttrList d;
+      d.set("channels", b.getI64IntegerAttr(p.channels));
+      d.set("keep", b.getI64IntegerAttr((int64_t)p.kept.size()));
+      d.set("at", b.getI64IntegerAttr(at));
+      d.set("producers", b.getArrayAttr(prodNames));
+      d.set("producer_axes", b.getDenseI64ArrayAttr(prodAxes));
+      d.set("producer_blocks", b.getDenseI64ArrayAttr(prodBlocks));
+      d.set("params", b.getArrayAttr(params));
+      d.set("axes", b.getDenseI64ArrayAttr(axes));
+      d.set("blocks", b.getDenseI64ArrayAttr(blocks));
+      classes.push_back(d.getDictionary(ctx));
+      if (io)
+        io->layers.push_back({argName(f, pr->second.front().first), p.channels,
+                              (int64_t)p.kept.size()});
+    }
+    if (io)
+      llvm::sort(io->layers, [](const auto &x, const auto &y) { return x.weight < y.weight; });
+    f->getParentOfType<ModuleOp>()->setAttr("kiln.channel_classes",
+                                            b.getArrayAttr(classes));
+    return success();
+  }
 
   // Shrink every slot of a pruned class; slice the parameters.
   auto keptFor = [&](int s) -> std::optional<std::vector<int64_t>> {

@@ -93,6 +93,13 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getQatSitesAttrName() {
       return ::llvm::StringLiteral("kiln.qat_sites");
     }
+    /// Module: the classes of channels --kiln-prune-channels at=S found,
+    /// for --kiln-mask-channels: an array of dictionaries {channels, keep:
+    /// i64; producers, params: string arrays; producer_axes,
+    /// producer_blocks, axes, blocks: i64 arrays}.
+    static constexpr ::llvm::StringLiteral getChannelClassesAttrName() {
+      return ::llvm::StringLiteral("kiln.channel_classes");
+    }
     /// shard.grid: the names of the mesh's axes (["dp"]), one per dim of
     /// its shape; the runtime's collectives name their group by axis.
     static constexpr ::llvm::StringLiteral getAxisNamesAttrName() {

@@ -387,6 +387,31 @@ def Kiln_MagnitudePruneOp : Kiln_GradOp<"magnitude_prune", [
   let hasVerifier = 1;
 }
 
+def Kiln_ChannelPruneOp : Kiln_GradOp<"channel_prune", [
+    AllTypesMatch<["pruned", "new_pruned"]>]> {
+  let summary = "structured L1 channel pruning at a step of the run";
+  let description = [{
+    One class of tied channels (`--prune l1-channel=R --prune-at S`,
+    docs/Compression.md). `pruned` is `[C]`, 1 where a channel is pruned
+    (zeros at the start). `step` is the optimizer's 1-based step `t`; at
+    `t - 1 == at` the `C - keep` channels of smallest summed L1 norm over
+    the `producers` (the class's weights after this step's update; channel
+    `c` of producer `i` is the block `[c * blocks[i], (c + 1) * blocks[i])`
+    along `axes[i]`; ties by position) are marked pruned. Elsewhere
+    `new_pruned = pruned`.
+
+    ```mlir
+    %q1 = kiln.channel_prune %w1, %w2, %q, %t {axes = array<i64: 0, 0>, blocks = array<i64: 1, 1>, keep = 6 : i64, at = 5 : i64}
+        : (tensor<8x1x3x3xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<i64>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_FloatTensor>:$producers, Kiln_FloatTensor:$pruned,
+                   0DTensorOf<[I64]>:$step, DenseI64ArrayAttr:$axes,
+                   DenseI64ArrayAttr:$blocks, I64Attr:$keep, I64Attr:$at);
+  let results = (outs Kiln_FloatTensor:$new_pruned);
+  let hasVerifier = 1;
+}
+
 // Quantization-aware training (--qat int8, docs/Compression.md).
 
 def Kiln_FakeQuantOp : Kiln_GradOp<"fake_quant", [Kiln_Differentiable,

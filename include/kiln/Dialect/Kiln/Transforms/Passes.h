@@ -12,7 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
-#include "kiln/Support/SliceTensor.h"
+#include "kiln/runtime/SliceTensor.h"
 
 #include <map>
 #include <string>

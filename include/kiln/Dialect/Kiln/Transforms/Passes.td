@@ -104,7 +104,25 @@ def KilnPruneChannelsPass : Pass<"kiln-prune-channels", "mlir::ModuleOp"> {
            "the fraction of each layer's channels removed, in [0, 1)">,
     Option<"importance", "importance", "std::string", "\"l1\"",
            "l1 (the weights' L1 norms; needs their values) or index">,
+    Option<"at", "at", "int64_t", "0",
+           "0: prune the weights as they are; S > 0: only find the classes "
+           "and record them on the module (kiln.channel_classes) for "
+           "--kiln-mask-channels, which prunes at step S of the run">,
   ];
+}
+
+def KilnMaskChannelsPass : Pass<"kiln-mask-channels", "mlir::ModuleOp"> {
+  let summary = "Structured channel pruning at a step of the run, as masks";
+  let description = [{
+    After `--kiln-attach-optimizer`, for each class of channels
+    `--kiln-prune-channels at=S` recorded (`kiln.channel_classes`): a state
+    argument `channels/<k>/pruned` ([C], zeros), a `kiln.channel_prune` of
+    the class's updated producer weights at step S, and every updated
+    parameter of the class (and its optimizer state) multiplied by `1 -
+    pruned` along its channel axis after each update. From step S on the
+    plan computes what the smaller model computes; `--export-onnx` writes
+    the smaller model (the config lists the classes).
+  }];
 }
 
 def KilnPruneMagnitudePass : Pass<"kiln-prune-magnitude", "mlir::ModuleOp"> {

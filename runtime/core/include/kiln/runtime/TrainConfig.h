@@ -22,10 +22,11 @@ constexpr const char *kTrainConfigFormat = "kiln-train-config";
 constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
-/// "schedule", "mesh", "loss_scale", "prune", "qat", each element of "data"
-/// or each element of "qat"'s "sites".
+/// "schedule", "mesh", "loss_scale", "prune", "qat", each element of "data",
+/// of "qat"'s "sites" or of "prune"'s "channels".
 enum class TrainConfigObject {
-  Top, Optimizer, Schedule, Mesh, LossScale, Prune, Qat, Data, QatSite
+  Top, Optimizer, Schedule, Mesh, LossScale, Prune, Qat, Data, QatSite,
+  PruneChannel
 };
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
@@ -92,6 +93,12 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(PruneStart, Prune, "start", Integer, false, false, 0)                      \
   X(PruneEnd, Prune, "end", Integer, false, false, 0)                          \
   X(PruneEvery, Prune, "every", Integer, false, false, 1)                      \
+  X(PruneChannels, Prune, "channels", Array, false, false, nullptr)            \
+  X(PruneChannelMask, PruneChannel, "mask", String, true, false, nullptr)      \
+  X(PruneChannelCount, PruneChannel, "count", Integer, true, false, nullptr)   \
+  X(PruneChannelParams, PruneChannel, "params", Array, true, false, nullptr)   \
+  X(PruneChannelAxes, PruneChannel, "axes", Array, true, false, nullptr)       \
+  X(PruneChannelBlocks, PruneChannel, "blocks", Array, true, false, nullptr)   \
   X(QatKind, Qat, "kind", String, false, false, "int8")                        \
   X(QatFreeze, Qat, "freeze", Integer, false, true, nullptr)                   \
   X(QatAveraging, Qat, "averaging", Number, false, false, 0.01)                \
@@ -168,6 +175,7 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Qat: return "qat";
   case TrainConfigObject::Data: return "data";
   case TrainConfigObject::QatSite: return "qat.sites";
+  case TrainConfigObject::PruneChannel: return "prune.channels";
   }
   return "";
 }

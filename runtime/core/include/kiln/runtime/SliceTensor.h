@@ -5,8 +5,8 @@
 // value (--kiln-prune-channels) and to the ONNX initializer the pruned
 // model is exported with, so both cut the same elements. Header-only.
 //===----------------------------------------------------------------------===//
-#ifndef KILN_SUPPORT_SLICETENSOR_H
-#define KILN_SUPPORT_SLICETENSOR_H
+#ifndef KILN_RUNTIME_SLICETENSOR_H
+#define KILN_RUNTIME_SLICETENSOR_H
 
 #include <cstdint>
 #include <cstring>
@@ -66,4 +66,4 @@ inline std::string sliceTensorBytes(const std::string &data,
 
 } // namespace kiln
 
-#endif // KILN_SUPPORT_SLICETENSOR_H
+#endif // KILN_RUNTIME_SLICETENSOR_H
