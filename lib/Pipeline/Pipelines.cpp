@@ -225,6 +225,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     KilnPruneChannelsPassOptions po;
     po.ratio = opts.pruneChannels;
     po.at = opts.pruneAt;
+    po.maskable = opts.pruneMaskable;
     pm.addPass(createKilnPruneChannelsPass(po, &io));
     if (failed(pm.run(*module)))
       return fail("prune");
@@ -402,7 +403,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
         return failWith("prune", "--prune l1-channel --prune-at with --zero is "
                                  "not supported yet: the channels are chosen over "
                                  "whole weights, which ZeRO updates in shards");
-      pm.addPass(createKilnMaskChannelsPass());
+      if (opts.gradCompression != "none")
+        return failWith("prune", "--prune l1-channel --prune-at with "
+                                 "--grad-compression is not supported yet: the "
+                                 "compression's residuals are sized for the "
+                                 "full plan the run leaves after step S");
+      // The run switches to the smaller plan after step S: the full plan
+      // only chooses the channels.
+      KilnMaskChannelsPassOptions mo;
+      mo.selectOnly = true;
+      pm.addPass(createKilnMaskChannelsPass(mo));
     }
     if (opts.pruneSparsity >= 0) {
       if (!attachOptimizer)
@@ -657,5 +667,30 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (failed(
           exportPlan(*evalModule, kForwardFuncName, params, result.evalPlan)))
     return fail("eval plan");
+
+  if (opts.pruneChannels >= 0 && opts.pruneAt > 0) {
+    // The smaller plan the run continues on after step S: the same model
+    // pruned now, of the classes the masks prune (the channels it keeps
+    // here are placeholders: the run gathers the ones step S chose).
+    TrainCompileOptions small = opts;
+    small.pruneAt = 0;
+    small.pruneMaskable = true;
+    auto then = std::make_shared<TrainCompileResult>();
+    if (!compileONNXToTraining(path, small, *then)) {
+      result.stage = then->stage;
+      result.error = "the smaller plan after --prune-at: " + then->error;
+      return false;
+    }
+    // "parameters A -> B (x%)" of the smaller model.
+    size_t at = then->pruneSummary.find("; parameters ");
+    if (at != std::string::npos) {
+      size_t end = then->pruneSummary.find('\n', at);
+      std::string params = then->pruneSummary.substr(at + 2, end == std::string::npos ? end : end - at - 2);
+      size_t nl = result.pruneSummary.find('\n');
+      result.pruneSummary.insert(nl == std::string::npos ? result.pruneSummary.size() : nl,
+                                 ", then trains the smaller plan: " + params);
+    }
+    result.then = std::move(then);
+  }
   return true;
 }

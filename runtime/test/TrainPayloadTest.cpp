@@ -67,3 +67,46 @@ TEST(TrainPayload, RefusesDamage) {
   EXPECT_FALSE(parseTrainPayload(bad.data(), bad.size(), got, err));
   EXPECT_EQ(err, "not a Kiln training executable (no payload): the config is empty");
 }
+
+TEST(TrainPayload, NestsThePlanAfterPruneAt) {
+  // --prune l1-channel --prune-at S: a KILNTRN2 trailer whose fifth part
+  // is a whole payload of its own (the smaller model), parsed the same way.
+  std::string then = build("", "SMALLPLAN", "{\"s\":1}", "small-onnx", "SMALLEVAL");
+  ASSERT_EQ(then.compare(then.size() - kTrainTrailerBytes, 8, "KILNTRN1"), 0);
+  TrainPayloadParts parts;
+  parts[TrainPart::Plan] = "PLAN";
+  parts[TrainPart::Config] = "{\"c\":1}";
+  parts[TrainPart::Model] = "onnx";
+  parts[TrainPart::Eval] = "EVAL";
+  parts[TrainPart::Then] = then;
+  std::string file = "\x7f" "ELF";
+  appendTrainPayload(file, parts);
+  ASSERT_EQ(file.compare(file.size() - kTrainTrailer2Bytes, 8, "KILNTRN2"), 0);
+  TrainPayloadParts got, inner;
+  std::string err;
+  ASSERT_TRUE(parseTrainPayload(file.data(), file.size(), got, err)) << err;
+  EXPECT_EQ(got[TrainPart::Plan], "PLAN");
+  EXPECT_EQ(got[TrainPart::Eval], "EVAL");
+  ASSERT_EQ(got[TrainPart::Then].size(), then.size());
+  EXPECT_EQ((got[TrainPart::Then].data() - file.data()) % kTrainPartAlignment, 0u);
+  ASSERT_TRUE(parseTrainPayload(got[TrainPart::Then].data(),
+                                got[TrainPart::Then].size(), inner, err))
+      << err;
+  EXPECT_EQ(inner[TrainPart::Plan], "SMALLPLAN");
+  EXPECT_EQ(inner[TrainPart::Model], "small-onnx");
+  EXPECT_EQ(inner[TrainPart::Eval], "SMALLEVAL");
+  EXPECT_TRUE(inner[TrainPart::Then].empty());
+  // The inner plan is 64-byte aligned in the file, as the plans are mapped
+  // in place.
+  EXPECT_EQ((inner[TrainPart::Plan].data() - file.data()) % kTrainPartAlignment, 0u);
+  // A KILNTRN1 payload has no Then part.
+  std::string plain = build("exe", "PLAN", "CONF", "M", "E");
+  ASSERT_TRUE(parseTrainPayload(plain.data(), plain.size(), got, err)) << err;
+  EXPECT_TRUE(got[TrainPart::Then].empty());
+  // A Then part running past the trailer is named.
+  std::string bad = file;
+  size_t trailer = file.size() - kTrainTrailer2Bytes;
+  putU64(bad, trailer + 8 + 16 * 4 + 8, 1u << 20);
+  EXPECT_FALSE(parseTrainPayload(bad.data(), bad.size(), got, err));
+  EXPECT_NE(err.find("the plan after --prune-at ["), std::string::npos) << err;
+}

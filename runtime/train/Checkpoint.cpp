@@ -439,14 +439,26 @@ bool CheckpointStore::resume(
     std::string &loadedPath,
     const std::function<void(const std::string &)> &note, int rank, int ranks,
     std::vector<std::pair<std::string, rt::HostTensor>> *rankState) const {
+  return resume([&](int64_t) -> rt::Program & { return program; }, config, pos,
+                loadedPath, note, rank, ranks, rankState);
+}
+
+bool CheckpointStore::resume(
+    const std::function<rt::Program &(int64_t step)> &programFor,
+    const Config &config, TrainPosition &pos, std::string &loadedPath,
+    const std::function<void(const std::string &)> &note, int rank, int ranks,
+    std::vector<std::pair<std::string, rt::HostTensor>> *rankState) const {
   auto candidates = listCheckpoints(dir_);
   if (candidates.empty())
     return false;
   std::vector<std::pair<std::string, std::string>> damaged; // path, reason
-  std::vector<std::string> names = program.paramNames();
   for (const auto &[stepNum, name] : candidates) {
     std::string path = dir_ + "/" + name;
     std::string why;
+    // The plan that holds the state of this step (the plan after
+    // --prune-at's step holds the smaller shapes).
+    rt::Program &program = programFor(stepNum);
+    std::vector<std::string> names = program.paramNames();
     TrainPosition p;
     std::vector<std::pair<std::string, rt::HostTensor>> tensors;
     // ZeRO checkpoints: each shard file's blocks, and the sharded

@@ -107,6 +107,16 @@ public:
               std::vector<std::pair<std::string, rt::HostTensor>> *rankState =
                   nullptr) const;
 
+  /// The same, restoring into the program `programFor` gives for the
+  /// checkpoint's step (the number of steps done): a run that switches to
+  /// a smaller plan after a step resumes later checkpoints into it.
+  bool resume(const std::function<rt::Program &(int64_t step)> &programFor,
+              const Config &config, TrainPosition &pos,
+              std::string &loadedPath,
+              const std::function<void(const std::string &)> &note,
+              int rank = 0, int ranks = 1,
+              std::vector<std::pair<std::string, rt::HostTensor>> *rankState =
+                  nullptr) const;
   const std::string &dir() const { return dir_; }
   /// "DIR/step-00000100"
   std::string pathFor(int64_t step) const;

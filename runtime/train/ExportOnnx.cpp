@@ -3,6 +3,7 @@
 //===----------------------------------------------------------------------===//
 #include "ExportOnnx.h"
 
+#include "PruneChannels.h"
 #include "Util.h"
 
 #include "kiln/runtime/Quantize.h"
@@ -266,30 +267,8 @@ void writeQdq(onnx::ModelProto &model, const rt::Program &program,
 /// to the channels their masks keep.
 void cutPrunedChannels(onnx::ModelProto &model, const rt::Program &program,
                        const PruneConfig &prune, const std::string &where) {
-  std::map<std::string, kiln::KeptIndices> kept;
-  std::string err;
-  for (const PruneChannelClass &cl : prune.channels) {
-    rt::HostTensor m;
-    if (!program.getParam(cl.mask, m, err))
-      fail(where + err);
-    if (m.desc().dtype != DType::F32 || m.desc().numel() != cl.count)
-      fail(where + "channel mask '" + cl.mask + "' is not f32 [" +
-           std::to_string(cl.count) + "]");
-    const float *q = static_cast<const float *>(m.data());
-    std::vector<int64_t> ch;
-    for (int64_t c = 0; c < cl.count; ++c)
-      if (q[c] == 0.0f)
-        ch.push_back(c);
-    if ((int64_t)ch.size() == cl.count)
-      continue; // not pruned (yet)
-    for (size_t i = 0; i < cl.params.size(); ++i) {
-      std::vector<int64_t> idx;
-      for (int64_t c : ch)
-        for (int64_t b = 0; b < cl.blocks[i]; ++b)
-          idx.push_back(c * cl.blocks[i] + b);
-      kept[cl.params[i]][cl.axes[i]] = idx;
-    }
-  }
+  std::map<std::string, kiln::KeptIndices> kept =
+      keptChannels(program, prune, where);
   if (kept.empty())
     return;
   onnx::GraphProto &g = *model.mutable_graph();

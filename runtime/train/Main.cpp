@@ -33,6 +33,7 @@
 #include "LossScale.h"
 #include "Profile.h"
 #include "Payload.h"
+#include "PruneChannels.h"
 #include "Sha256.h"
 #include "TensorBoard.h"
 #include "SystemMetrics.h"
@@ -286,6 +287,26 @@ int runTraining(int argc, char **argv) {
       rt::Program::load(payload.plan.data(), payload.plan.size(), err);
   if (!program)
     fail("payload plan: " + err);
+  // --prune l1-channel --prune-at S: the smaller model's plans, config and
+  // ONNX, which the run continues on after step S (PruneChannels.h).
+  rt::TrainPayloadParts then;
+  std::unique_ptr<rt::Program> pruned;
+  std::optional<Config> prunedConfig;
+  const bool channelsAtStep =
+      config.prune && config.prune->kind == "l1-channel" &&
+      !config.prune->channels.empty();
+  if (!payload.then.empty()) {
+    if (!rt::parseTrainPayload(payload.then.data(), payload.then.size(), then, err))
+      fail("payload: the plan after --prune-at: " + err);
+    if (!channelsAtStep)
+      fail("payload: it has a plan after --prune-at, but the config prunes no "
+           "channels at a step");
+    prunedConfig = parseConfig(then[rt::TrainPart::Config]);
+    pruned = rt::Program::load(then[rt::TrainPart::Plan].data(),
+                               then[rt::TrainPart::Plan].size(), err);
+    if (!pruned)
+      fail("payload: the plan after --prune-at: " + err);
+  }
 
   // The ranks (docs/Distributed.md): a plan compiled with --mesh dp=N runs
   // as N processes under an MPI launcher, each on its slice of every global
@@ -313,71 +334,81 @@ int runTraining(int argc, char **argv) {
   if (config.dp > 1)
     hierarchical = comm::makeHierarchical(world, (int)opt.ranksPerNode);
   collectives.addAxis("dp", hierarchical ? *hierarchical : world);
-  if (config.dp > 1) {
-    program->setCollectives(&collectives);
-    program->setBatchShard(rank, config.dp);
-  }
+  if (config.dp > 1)
+    for (rt::Program *p : {program.get(), pruned.get()})
+      if (p) {
+        p->setCollectives(&collectives);
+        p->setBatchShard(rank, config.dp);
+      }
   const int64_t globalBatch = config.batchSize * config.dp;
 
   // The plan's inputs: lr, step and the config's data entries.
-  const auto &inNames = program->inputNames();
-  const auto &inDescs = program->inputDescs();
   rt::HostTensor lrT(rt::TensorDesc{rt::DType::F32, {}});
   rt::HostTensor stepT(rt::TensorDesc{rt::DType::I64, {}});
   rt::HostTensor scaleT(rt::TensorDesc{rt::DType::F32, {}});
   std::vector<int> inputSource; // data index, -1 lr, -2 step, -3 loss scale
-  bool scaleFed = false;
-  for (size_t k = 0; k < inNames.size(); ++k) {
-    if (config.lossScale && inNames[k] == config.lossScale->input) {
-      if (inDescs[k] != scaleT.desc())
-        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
-             ", the loss scale is f32[]");
-      inputSource.push_back(-3);
-      scaleFed = true;
-      continue;
+  int lossOut = -1, gradNormOut = -1;
+  // Binds a plan's inputs and outputs (the plan after --prune-at's step is
+  // bound again when the run switches to it).
+  auto bindPlan = [&](const rt::Program &plan) {
+    const auto &inNames = plan.inputNames();
+    const auto &inDescs = plan.inputDescs();
+    inputSource.clear();
+    bool scaleFed = false;
+    for (size_t k = 0; k < inNames.size(); ++k) {
+      if (config.lossScale && inNames[k] == config.lossScale->input) {
+        if (inDescs[k] != scaleT.desc())
+          fail("payload plan: input '" + inNames[k] + "' is " +
+               inDescs[k].str() + ", the loss scale is f32[]");
+        inputSource.push_back(-3);
+        scaleFed = true;
+        continue;
+      }
+      if (inNames[k] == config.lrInput) {
+        if (inDescs[k] != lrT.desc())
+          fail("payload plan: input '" + inNames[k] + "' is " +
+               inDescs[k].str() + ", the learning rate is f32[]");
+        inputSource.push_back(-1);
+        continue;
+      }
+      if (inNames[k] == config.stepInput) {
+        if (inDescs[k] != stepT.desc())
+          fail("payload plan: input '" + inNames[k] + "' is " +
+               inDescs[k].str() + ", the step is i64[]");
+        inputSource.push_back(-2);
+        continue;
+      }
+      const DataSpec *spec = config.findData(inNames[k]);
+      if (!spec)
+        fail("payload config: plan input '" + inNames[k] +
+             "' is not in 'data'");
+      rt::TensorDesc want{spec->dtype, {config.batchSize}};
+      want.shape.insert(want.shape.end(), spec->sampleShape.begin(),
+                        spec->sampleShape.end());
+      if (inDescs[k] != want)
+        fail("payload config: data input '" + inNames[k] + "' is " +
+             want.str() + ", the plan's input is " + inDescs[k].str());
+      inputSource.push_back((int)(spec - config.data.data()));
     }
-    if (inNames[k] == config.lrInput) {
-      if (inDescs[k] != lrT.desc())
-        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
-             ", the learning rate is f32[]");
-      inputSource.push_back(-1);
-      continue;
+    for (const DataSpec &d : config.data) {
+      bool found = false;
+      for (const std::string &n : inNames)
+        found |= n == d.name;
+      if (!found)
+        fail("payload config: data input '" + d.name + "' is not a plan input");
     }
-    if (inNames[k] == config.stepInput) {
-      if (inDescs[k] != stepT.desc())
-        fail("payload plan: input '" + inNames[k] + "' is " + inDescs[k].str() +
-             ", the step is i64[]");
-      inputSource.push_back(-2);
-      continue;
-    }
-    const DataSpec *spec = config.findData(inNames[k]);
-    if (!spec)
-      fail("payload config: plan input '" + inNames[k] + "' is not in 'data'");
-    rt::TensorDesc want{spec->dtype, {config.batchSize}};
-    want.shape.insert(want.shape.end(), spec->sampleShape.begin(),
-                      spec->sampleShape.end());
-    if (inDescs[k] != want)
-      fail("payload config: data input '" + inNames[k] + "' is " + want.str() +
-           ", the plan's input is " + inDescs[k].str());
-    inputSource.push_back((int)(spec - config.data.data()));
-  }
-  for (const DataSpec &d : config.data) {
-    bool found = false;
-    for (const std::string &n : inNames)
-      found |= n == d.name;
-    if (!found)
-      fail("payload config: data input '" + d.name + "' is not a plan input");
-  }
-  int lossOut = findOutput(*program, "loss");
-  int gradNormOut = findOutput(*program, "grad_norm");
-  if (lossOut < 0)
-    fail("payload plan: it has no 'loss' output");
-  if (config.lossScale && !scaleFed)
-    fail("payload plan: the config scales the loss, but the plan has no '" +
-         config.lossScale->input + "' input");
-  if (config.lossScale && gradNormOut < 0)
-    fail("payload plan: loss scaling reads the skipped steps from the "
-         "'grad_norm' output, which the plan lacks");
+    lossOut = findOutput(plan, "loss");
+    gradNormOut = findOutput(plan, "grad_norm");
+    if (lossOut < 0)
+      fail("payload plan: it has no 'loss' output");
+    if (config.lossScale && !scaleFed)
+      fail("payload plan: the config scales the loss, but the plan has no '" +
+           config.lossScale->input + "' input");
+    if (config.lossScale && gradNormOut < 0)
+      fail("payload plan: loss scaling reads the skipped steps from the "
+           "'grad_norm' output, which the plan lacks");
+  };
+  bindPlan(*program);
   std::optional<LossScaler> scaler;
   if (config.lossScale)
     scaler.emplace(*config.lossScale);
@@ -438,6 +469,12 @@ int runTraining(int argc, char **argv) {
   std::unique_ptr<Evaluator> evaluator;
   if (!opt.evalData.empty() && lead)
     evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
+  // After the switch to the smaller plan, the smaller model's eval plan.
+  auto switchEvaluator = [&]() {
+    if (evaluator)
+      evaluator = std::make_unique<Evaluator>(then[rt::TrainPart::Eval],
+                                              *prunedConfig, opt.evalData);
+  };
   std::unique_ptr<CheckpointStore> store;
   if (!opt.checkpointDir.empty()) {
     store = std::make_unique<CheckpointStore>(
@@ -474,7 +511,11 @@ int runTraining(int argc, char **argv) {
   if (opt.resume) {
     TrainPosition got;
     std::vector<std::pair<std::string, rt::HostTensor>> rankState;
-    bool found = store->resume(*program, config, got, resumedFrom,
+    // A checkpoint after --prune-at's step holds the smaller plan's state.
+    auto programFor = [&](int64_t step) -> rt::Program & {
+      return pruned && step > config.prune->start ? *pruned : *program;
+    };
+    bool found = store->resume(programFor, config, got, resumedFrom,
                                [lead](const std::string &line) {
                                  if (lead)
                                    std::fprintf(stderr, "%s\n", line.c_str());
@@ -513,6 +554,11 @@ int runTraining(int argc, char **argv) {
       pos = got;
       if (scaler)
         scaler->restore(pos.lossScale);
+      if (pruned && pos.step > config.prune->start) {
+        program = std::move(pruned); // the state is the smaller plan's
+        bindPlan(*program);
+        switchEvaluator();
+      }
     } else if (lead) {
       std::fprintf(stderr, "--resume: no checkpoint in %s yet; starting at step 0\n",
                    store->dir().c_str());
@@ -886,6 +932,43 @@ int runTraining(int argc, char **argv) {
         }
       }
 
+      if (pruned && s == config.prune->start) {
+        // Step S chose the channels (the masks): the run goes on with the
+        // smaller plan, its state gathered at the kept channels.
+        auto count = [](const rt::Program &p) {
+          int64_t n = 0;
+          for (const std::string &name : p.paramNames()) {
+            rt::TensorDesc d;
+            if (p.paramRole(name) != "optimizer" && p.getParamDesc(name, d))
+              n += d.numel();
+          }
+          return n;
+        };
+        int64_t before = count(*program), after = count(*pruned);
+        size_t arenaBefore = program->arenaBytes();
+        size_t cut = moveToPrunedPlan(*program, *pruned, *config.prune);
+        if (profiler)
+          pruned->setTrace(&profiler->recorder());
+        program = std::move(pruned);
+        bindPlan(*program);
+        inputs.assign(inputSource.size(), nullptr);
+        paramNames = program->paramNames();
+        weightNames.clear();
+        for (const std::string &n : paramNames)
+          if (program->paramRole(n) == "weight")
+            weightNames.push_back(n);
+        switchEvaluator();
+        log.message("--prune-at " + std::to_string(s) +
+                    ": pruned the channels after step " + std::to_string(s + 1) +
+                    "/" + std::to_string(total) +
+                    "; the run goes on with the smaller plan: parameters " +
+                    std::to_string(before) + " -> " + std::to_string(after) +
+                    ", activations and gradients (arena) " +
+                    fmt("%.2f", arenaBefore / 1048576.0) + " -> " +
+                    fmt("%.2f", program->arenaBytes() / 1048576.0) + " MiB (" +
+                    std::to_string(cut) + " tensors cut)");
+      }
+
       bool more = s + 1 < total;
       bool evalNow = !opt.evalData.empty() && opt.evalEvery &&
                      (s + 1) % opt.evalEvery == 0 && more;
@@ -956,9 +1039,13 @@ int runTraining(int argc, char **argv) {
   if ((!opt.exportOnnx.empty() || !opt.evalData.empty()) && !config.sharded.empty())
     wholeEnd = gatherSharded(); // every rank: export and eval are rank 0's
   if (!opt.exportOnnx.empty() && lead) {
-    size_t n = exportOnnx(payload.model, *program, opt.exportOnnx, &wholeEnd,
+    // After the switch the state is the smaller model's, and so is the
+    // model it is written into.
+    const bool switched = !payload.then.empty() && !pruned;
+    size_t n = exportOnnx(switched ? then[rt::TrainPart::Model] : payload.model,
+                          *program, opt.exportOnnx, &wholeEnd,
                           config.qat ? &*config.qat : nullptr,
-                          config.prune ? &*config.prune : nullptr);
+                          config.prune && !switched ? &*config.prune : nullptr);
     log.message("exported " + opt.exportOnnx + " (" + std::to_string(n) +
                 " initializer" + (n == 1 ? "" : "s") + " updated)");
   }

@@ -16,6 +16,7 @@ bool parsePayload(const uint8_t *data, size_t size, Payload &out,
   out.config = parts[rt::TrainPart::Config];
   out.model = parts[rt::TrainPart::Model];
   out.eval = parts[rt::TrainPart::Eval];
+  out.then = parts[rt::TrainPart::Then];
   return true;
 }
 

@@ -23,6 +23,9 @@ struct Payload {
   /// Where it was read from ("/proc/self/exe" or $KILN_TRAIN_PAYLOAD).
   std::string source;
   std::string_view plan, config, model, eval; // eval empty when absent
+  /// The payload the run continues on after --prune-at's step (a nested
+  /// one; empty when absent).
+  std::string_view then;
   MappedFile file;                            // owns the bytes above
 };
 

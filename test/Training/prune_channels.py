@@ -16,6 +16,7 @@
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -142,6 +143,21 @@ def embedded_model(exe):
     off = int.from_bytes(t[40:48], "little")
     size = int.from_bytes(t[48:56], "little")
     return onnx.load_from_string(raw[off:off + size])
+
+
+def read_safetensors(path):
+    """name -> float32/int64 array of a safetensors file."""
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    head = json.loads(raw[8:8 + n])
+    kinds = {"F32": np.float32, "I64": np.int64, "F64": np.float64}
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        out[k] = np.frombuffer(raw[8 + n + a:8 + n + b], kinds[v["dtype"]]).reshape(v["shape"])
+    return out
 
 
 def inits(m):
@@ -365,6 +381,50 @@ def main():
     check(d3 <= 1e-4, "kiln-run on that export equals PyTorch's masked full CNN (max diff %.1e)"
           % d3, r.stderr[-300:])
 
+    # After step 4 the run trains the smaller plan (the payload's "then"
+    # part): the log says so, a checkpoint after it holds the smaller
+    # shapes, one before it the full ones, and resuming from either gives
+    # the uninterrupted run's losses exactly.
+    ck = os.path.join(w, "ck-prune-at")
+    shutil.rmtree(ck, ignore_errors=True)
+    cmet = os.path.join(w, "cm.jsonl")
+    r = run(mexe, ["--steps", str(STEPS), "--metrics", cmet, "--checkpoint-dir", ck,
+                   "--checkpoint-every", "3", "--keep-checkpoints", "9"])
+    cl = [json.loads(l)["loss"] for l in open(cmet)] if r.returncode == 0 else []
+    check(r.returncode == 0 and "--prune-at 4: pruned the channels after step 5/%d; the run "
+          "goes on with the smaller plan: parameters 3914 -> 2503" % STEPS in r.stdout + r.stderr
+          and cl == ml, "after step 4 the run goes on with the smaller plan (the log says so; "
+          "the same losses)", (r.stdout + r.stderr)[-400:])
+
+    def ck_shape(step, name):
+        f = os.path.join(ck, "step-%08d" % step, "tensors.safetensors")
+        raw = open(f, "rb").read()
+        n = int.from_bytes(raw[:8], "little")
+        return tuple(json.loads(raw[8:8 + n])[name]["shape"])
+    try:
+        shapes = (ck_shape(3, "conv2.weight"), ck_shape(6, "conv2.weight"),
+                  ck_shape(6, "conv2.weight/momentum_buffer"), ck_shape(6, "fc.weight"))
+    except (OSError, KeyError, ValueError) as e:
+        shapes = str(e)
+    check(shapes == ((16, 8, 3, 3), (11, 6, 3, 3), (11, 6, 3, 3), (10, 176)),
+          "a checkpoint before the step holds the full shapes, one after it the smaller "
+          "(with the optimizer state)", shapes)
+    for at in (3, 6):
+        rk = os.path.join(w, "ck-resume-%d" % at)
+        shutil.rmtree(rk, ignore_errors=True)
+        shutil.copytree(ck, rk)
+        for d in os.listdir(rk):
+            if d.startswith("step-") and int(d[5:]) > at:
+                shutil.rmtree(os.path.join(rk, d))
+        rmet = os.path.join(w, "rm-%d.jsonl" % at)
+        r = run(mexe, ["--steps", str(STEPS), "--metrics", rmet, "--checkpoint-dir", rk,
+                       "--resume"])
+        rl = [json.loads(l)["loss"] for l in open(rmet)] if r.returncode == 0 else []
+        check(r.returncode == 0 and rl == ml[at:],
+              "resuming from the checkpoint at step %d (%s the switch) gives the "
+              "uninterrupted run's losses exactly" % (at, "before" if at < 4 else "after"),
+              ((r.stdout + r.stderr)[-400:], rl, ml[at:]))
+
     # A concat: each branch pruned on its own, the concat's channels (and
     # the BatchNorm and conv after it) the kept ones at their offsets.
     torch.manual_seed(0)
@@ -513,6 +573,90 @@ def main():
     check(ok, "ResNet-18 trains pruned; its export passes onnx.checker (full check), %s float "
           "parameters" % n_after, r.stderr[-300:])
 
+    # ResNet-18 pruned after step 1 of 4: the run switches to the smaller
+    # plan (tied residual classes, several producers per class); from its
+    # checkpoint at step 2 (the smaller weights and momentum buffers),
+    # PyTorch's ResNet-18 of the pruned widths trains steps 2 and 3 to
+    # Kiln's losses.
+    aexe, rc = compile_exe(rpath, "resnet-prune-at.train", ["--prune", "l1-channel=%g" % RATIO,
+                                                            "--prune-at", "1"], batch=8, lr=1e-4)
+    ack = os.path.join(w, "ck-resnet-at")
+    shutil.rmtree(ack, ignore_errors=True)
+    amet = os.path.join(w, "ram.jsonl")
+    r = run(aexe, ["--steps", "4", "--metrics", amet, "--no-shuffle", "--checkpoint-dir", ack,
+                   "--checkpoint-every", "2"],
+            d=["--data", "x=" + os.path.join(w, "rx.npy"), "--data",
+               "labels=" + os.path.join(w, "ry.npy")])
+    al = [json.loads(l)["loss"] for l in open(amet)] if r.returncode == 0 else []
+    switched = ("--prune-at 1: pruned the channels after step 2/4; the run goes on with the "
+                "smaller plan: parameters 11191242 -> 5483200" in r.stdout + r.stderr)
+    tl, cerr = [], "no checkpoint"
+    try:
+        st = read_safetensors(os.path.join(ack, "step-00000002", "tensors.safetensors"))
+        shapes = {k: v.shape for k, v in st.items() if "/" not in k}
+        slim = SlimResNet18(shapes)
+        sd = slim.state_dict()
+        slim.load_state_dict({k: torch.from_numpy(st[k].copy()) if k in st else sd[k]
+                              for k in sd})
+        opt = torch.optim.SGD(slim.parameters(), lr=1e-4, momentum=0.9)
+        for name, prm in slim.named_parameters():
+            opt.state[prm]["momentum_buffer"] = torch.from_numpy(
+                st[name + "/momentum_buffer"].copy())
+        for s_ in (2, 3):
+            xb = torch.from_numpy(rx[8 * s_:8 * s_ + 8])
+            yb = torch.from_numpy(ry[8 * s_:8 * s_ + 8])
+            loss = F.cross_entropy(slim(xb), yb)
+            tl.append(loss.item())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        cerr = ""
+    except (OSError, KeyError, ValueError, RuntimeError) as e:
+        cerr = str(e)
+    # The channels chosen after step 1: PyTorch's full ResNet-18 trained
+    # two steps, each class ranked by the summed L1 norms of its convs'
+    # output channels (a stage's residual stream: its blocks' conv2 and the
+    # downsample, or the stem conv for stage 1), and the checkpoint's
+    # weights are PyTorch's cut to those channels.
+    gerr = float("inf")
+    try:
+        full = torchvision.models.resnet18(num_classes=10)
+        full.load_state_dict({k: torch.from_numpy(v) for k, v in rorig.items()})
+        fopt = torch.optim.SGD(full.parameters(), lr=1e-4, momentum=0.9)
+        for s_ in (0, 1):
+            loss = F.cross_entropy(full(torch.from_numpy(rx[8 * s_:8 * s_ + 8])),
+                                   torch.from_numpy(ry[8 * s_:8 * s_ + 8]))
+            fopt.zero_grad()
+            loss.backward()
+            fopt.step()
+        fw = {k: v.detach().numpy() for k, v in full.state_dict().items()}
+
+        def top(names, n):
+            sc = sum(np.abs(fw[k]).sum(axis=(1, 2, 3)).astype(np.float64) for k in names)
+            return sorted(np.argsort(-sc, kind="stable")[:int(round(0.7 * n))].tolist())
+        streams = {1: top(["conv1.weight", "layer1.0.conv2.weight", "layer1.1.conv2.weight"], 64)}
+        for s_, n in ((2, 128), (3, 256), (4, 512)):
+            streams[s_] = top(["layer%d.0.conv2.weight" % s_, "layer%d.1.conv2.weight" % s_,
+                               "layer%d.0.downsample.0.weight" % s_], n)
+        inner = top(["layer4.1.conv1.weight"], 512)
+        want = {"conv1.weight": fw["conv1.weight"][streams[1]],
+                "layer2.0.conv1.weight": fw["layer2.0.conv1.weight"][
+                    top(["layer2.0.conv1.weight"], 128)][:, streams[1]],
+                "layer4.1.conv2.weight": fw["layer4.1.conv2.weight"][streams[4]][:, inner],
+                "fc.weight": fw["fc.weight"][:, streams[4]]}
+        gerr = max(float(np.max(np.abs(st[k] - v))) / float(np.max(np.abs(v)))
+                   for k, v in want.items())
+    except (KeyError, ValueError, IndexError, NameError) as e:
+        cerr += " " + str(e)
+    check(gerr <= 1e-5, "ResNet-18 --prune-at 1: the smaller plan's weights are PyTorch's after "
+          "two steps cut to the channels of largest summed L1 norm per tied class (max rel "
+          "%.1e)" % gerr, cerr)
+    rel = max((abs(a - b) / abs(b) for a, b in zip(al[2:], tl)), default=1.0)
+    check(switched and len(al) == 4 and len(tl) == 2 and rel <= 1e-5,
+          "ResNet-18 --prune-at 1 switches to the smaller plan; from its checkpoint PyTorch's "
+          "ResNet-18 of the pruned widths trains steps 2-3 to Kiln's losses (max rel %.1e)" % rel,
+          (cerr, (r.stdout + r.stderr)[-400:], al, tl))
+
     # Bad input.
     def refused(extra, why):
         _, r = compile_exe(path, "bad.train", extra)
@@ -526,6 +670,9 @@ def main():
           "a ratio that would remove every channel of a layer keeps one, with a warning",
           r.stderr[-400:])
     refused(["--prune", "l1-channel=1"], "--prune l1-channel=R needs a ratio R in [0, 1)")
+    refused(["--prune", "l1-channel=0.3", "--prune-at", "2", "--mesh", "dp=2",
+             "--grad-compression", "int8"],
+            "--prune l1-channel --prune-at with --grad-compression is not supported yet")
     _, r = compile_exe(path, "late.train", ["--prune", "l1-channel=0.3", "--prune-at", "50"])
     rr = run(_, ["--steps", "10"]) if r.returncode == 0 else r
     err = rr.stderr.strip().splitlines()

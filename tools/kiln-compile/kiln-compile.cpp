@@ -576,6 +576,18 @@ int main(int argc, char **argv) {
   // Structured pruning embeds the model with its pruned shapes.
   parts[rt::TrainPart::Model] = r.model.empty() ? onnx : r.model;
   parts[rt::TrainPart::Eval] = r.evalPlan;
+  // --prune l1-channel --prune-at S: the smaller model's payload, which the
+  // run continues on after step S.
+  std::string then;
+  if (r.then) {
+    rt::TrainPayloadParts tp;
+    tp[rt::TrainPart::Plan] = r.then->trainPlan;
+    tp[rt::TrainPart::Config] = r.then->config;
+    tp[rt::TrainPart::Model] = r.then->model;
+    tp[rt::TrainPart::Eval] = r.then->evalPlan;
+    rt::appendTrainPayload(then, tp);
+    parts[rt::TrainPart::Then] = then;
+  }
   rt::appendTrainPayload(bytes, parts);
   writeAtomically(out, bytes, true);
   if (!r.pruneSummary.empty())

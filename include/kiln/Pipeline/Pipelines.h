@@ -10,6 +10,7 @@
 #include "kiln/Target/ONNX/Import.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <memory>
 #include <string>
 
 namespace kiln {
@@ -108,6 +109,9 @@ struct TrainCompileOptions {
   /// --kiln-prune-channels) of the model's weights before training: the
   /// ratio of each layer's channels removed (< 0: none).
   double pruneChannels = -1;
+  /// With pruneChannels and pruneAt == 0: prune only the classes a run
+  /// pruning at a later step masks (the smaller plan it switches to).
+  bool pruneMaskable = false;
   bool qat = false;
   int64_t qatFreeze = -1;
   /// Knowledge distillation (--teacher T.onnx, --kiln-distill): the
@@ -145,6 +149,10 @@ struct TrainCompileResult {
   std::string model, pruneSummary;
   std::string error, stage;
   int64_t trainArenaBytes = 0;
+  /// With --prune l1-channel --prune-at S > 0: the smaller model's
+  /// compilation (its plans, config and pruned ONNX), which the run
+  /// switches to after step S (the payload's "then" part).
+  std::shared_ptr<TrainCompileResult> then;
 };
 
 /// Imports, converts, attaches the loss, differentiates, attaches the

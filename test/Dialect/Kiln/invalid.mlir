@@ -325,3 +325,21 @@ func.func @absmax_axis(%w: tensor<4x3xf32>) {
   %0 = kiln.absmax_scale %w {axis = 1 : i64, quant_max = 127 : i64} : (tensor<4x3xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @channel_prune_result(%w1: tensor<8x4xf32>, %w2: tensor<8x4xf32>, %q: tensor<4xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{new_pruned must be pruned's type 'tensor<4xf32>', got 'tensor<8x4xf32>'}}
+  %0 = kiln.channel_prune %w1, %w2, %q, %t {at = 2 : i64, axes = array<i64: 1, 1>, blocks = array<i64: 1, 1>, keep = 2 : i64}
+      : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @channel_prune_producer(%w1: tensor<8x4xf32>, %w2: tensor<8x5xf32>, %q: tensor<4xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{producer 1 'tensor<8x5xf32>' has no 4 channels of 1 along axis 1}}
+  %0 = kiln.channel_prune %w1, %w2, %q, %t {at = 2 : i64, axes = array<i64: 1, 1>, blocks = array<i64: 1, 1>, keep = 2 : i64}
+      : (tensor<8x4xf32>, tensor<8x5xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}

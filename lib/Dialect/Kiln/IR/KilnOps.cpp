@@ -190,6 +190,9 @@ LogicalResult ChannelPruneOp::verify() {
   auto q = cast<RankedTensorType>(getPruned().getType());
   if (q.getRank() != 1)
     return emitOpError("pruned must be [C], got ") << q;
+  if (getNewPruned().getType() != q)
+    return emitOpError("new_pruned must be pruned's type ")
+           << q << ", got " << getNewPruned().getType();
   int64_t c = q.getDimSize(0);
   size_t n = getProducers().size();
   if (n == 0 || getAxes().size() != n || getBlocks().size() != n)

@@ -28,6 +28,7 @@ namespace {
 
 struct MaskChannelsPass
     : public kiln::impl::KilnMaskChannelsPassBase<MaskChannelsPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp m = getOperation();
     auto classes = m->getAttrOfType<ArrayAttr>(kiln::KilnDialect::getChannelClassesAttrName());
@@ -134,6 +135,13 @@ LogicalResult MaskChannelsPass::mask(func::FuncOp f, ArrayAttr classes) {
         d.getAs<DenseI64ArrayAttr>("producer_blocks"), b.getI64IntegerAttr(keep),
         b.getI64IntegerAttr(d.getAs<IntegerAttr>("at").getInt()));
     Value pruned = prune.getNewPruned();
+    masks.push_back(pruned);
+    NamedAttrList r;
+    r.set("onnx.name", StringAttr::get(ctx, maskName));
+    r.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(at));
+    resAttrs.push_back(r.getDictionary(ctx));
+    if (selectOnly)
+      continue; // the run continues on the smaller plan after step S
     Value one = kiln::ConstantOp::create(
         b, loc, DenseElementsAttr::get(RankedTensorType::get({}, f32), b.getF32FloatAttr(1.0f)));
     Value keepV = kiln::SubOp::create(b, loc, one, pruned);
@@ -166,11 +174,6 @@ LogicalResult MaskChannelsPass::mask(func::FuncOp f, ArrayAttr classes) {
         st = ms;
       }
     }
-    masks.push_back(pruned);
-    NamedAttrList r;
-    r.set("onnx.name", StringAttr::get(ctx, maskName));
-    r.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(at));
-    resAttrs.push_back(r.getDictionary(ctx));
   }
   // The return as the masking left it (its operands now the masked
   // values), then the masks.

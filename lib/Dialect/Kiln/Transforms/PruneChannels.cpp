@@ -84,6 +84,10 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
                        "parameters' values (kiln-compile --prune l1-channel=R "
                        "passes them); importance=index keeps the first channels");
 
+  // The classes masks can prune (at step S, and the smaller plan a run
+  // switches to after it).
+  const bool asMasks = at > 0 || maskable;
+
   // Slots and their classes (union-find).
   llvm::DenseMap<std::pair<Value, unsigned>, int> slotOf;
   SmallVector<std::pair<Value, unsigned>> slots;
@@ -157,14 +161,14 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
       for (unsigned d = 0; d < dims(v).size() && d < fs.size(); ++d) {
         int s = slot(v, d);
         if ((int)d == concatAxis) {
-          if (at > 0)
+          if (asMasks)
             blocked[s] = true; // masks of a concat's parts: not built
           continue;
         }
         // A masked channel's values are not zero everywhere (a sigmoid of
         // 0); where an op sums over channels, only a masked weight (a
         // matmul's, a conv's) makes them not count.
-        if (at > 0 && fs[d] >= 0 && !contracts &&
+        if (asMasks && fs[d] >= 0 && !contracts &&
             rule.factors[fs[d]].kind == kiln::FactorKind::Reduction)
           blocked[s] = true;
         if (fs[d] < 0) {

@@ -1,5 +1,14 @@
 // RUN: kiln-opt %s --kiln-prune-channels="ratio=0.5 at=3" --kiln-autodiff --kiln-attach-optimizer=optimizer=momentum --kiln-mask-channels | FileCheck %s
 // RUN: not kiln-opt %s --kiln-mask-channels 2>&1 | FileCheck %s --check-prefix=NOCLASSES
+// RUN: kiln-opt %s --kiln-prune-channels="ratio=0.5 at=3" --kiln-autodiff --kiln-attach-optimizer=optimizer=momentum --kiln-mask-channels=select-only | FileCheck %s --check-prefix=SELECT
+
+// select-only (what kiln-compile runs: the executable switches to the
+// smaller plan after step S): the mask is chosen and returned, nothing is
+// multiplied by it.
+// SELECT-LABEL: func.func @train_step
+// SELECT: %[[P:.*]] = kiln.channel_prune
+// SELECT-NOT: kiln.mul
+// SELECT: return {{.*}}%[[P]] :
 
 // --prune-at 3: the shapes stay; the class (w1's outputs, b1, w2's inputs)
 // is recorded, and after the updates a channel_prune at step index 3 (on

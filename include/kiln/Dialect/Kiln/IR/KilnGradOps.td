@@ -387,8 +387,10 @@ def Kiln_MagnitudePruneOp : Kiln_GradOp<"magnitude_prune", [
   let hasVerifier = 1;
 }
 
-def Kiln_ChannelPruneOp : Kiln_GradOp<"channel_prune", [
-    AllTypesMatch<["pruned", "new_pruned"]>]> {
+// The verifier checks that new_pruned is pruned's type (ODS's AllTypesMatch
+// would infer it from the operand at pruned's index without the variadic
+// producers before it).
+def Kiln_ChannelPruneOp : Kiln_GradOp<"channel_prune"> {
   let summary = "structured L1 channel pruning at a step of the run";
   let description = [{
     One class of tied channels (`--prune l1-channel=R --prune-at S`,

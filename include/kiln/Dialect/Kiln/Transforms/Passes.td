@@ -108,6 +108,9 @@ def KilnPruneChannelsPass : Pass<"kiln-prune-channels", "mlir::ModuleOp"> {
            "0: prune the weights as they are; S > 0: only find the classes "
            "and record them on the module (kiln.channel_classes) for "
            "--kiln-mask-channels, which prunes at step S of the run">,
+    Option<"maskable", "maskable", "bool", "false",
+           "with at=0: prune only the classes at=S would record (the "
+           "smaller plan a run switches to after step S)">,
   ];
 }
 
@@ -121,8 +124,16 @@ def KilnMaskChannelsPass : Pass<"kiln-mask-channels", "mlir::ModuleOp"> {
     parameter of the class (and its optimizer state) multiplied by `1 -
     pruned` along its channel axis after each update. From step S on the
     plan computes what the smaller model computes; `--export-onnx` writes
-    the smaller model (the config lists the classes).
+    the smaller model (the config lists the classes). With `select-only`
+    the masks are chosen and returned but nothing is multiplied: the
+    training executable switches to the smaller plan after step S
+    (kiln-compile's choice), so masking would only cost time.
   }];
+  let options = [
+    Option<"selectOnly", "select-only", "bool", "false",
+           "only choose the channels at step S (the run switches to the "
+           "smaller plan then); no masking multiplications">,
+  ];
 }
 
 def KilnPruneMagnitudePass : Pass<"kiln-prune-magnitude", "mlir::ModuleOp"> {

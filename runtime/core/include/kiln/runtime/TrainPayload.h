@@ -3,10 +3,13 @@
 //
 // kiln-compile appends to a copy of kiln-train: the train plan, the config
 // JSON, the ONNX model and the eval plan, each starting at a multiple of 64
-// bytes, then a 72-byte trailer (docs/Training.md, "The executable"):
+// bytes, then a trailer (docs/Training.md, "The executable"):
 //   "KILNTRN1", then eight u64 LE: plan offset, plan size, config offset,
 //   config size, model offset, model size, eval offset, eval size (0: none),
-//   offsets from the start of the file.
+//   offsets from the start of the file (72 bytes); or, when the run switches
+//   to a second plan (--prune l1-channel --prune-at S), "KILNTRN2" and ten
+//   u64: those four parts and "then", a whole payload of its own (parts and
+//   trailer, offsets from its start) that the run continues on (88 bytes).
 // Header-only and free of MLIR: the one writer (kiln-compile) and the one
 // parser (runtime/train/Payload.cpp) of the trailer both include it.
 //===----------------------------------------------------------------------===//
@@ -22,12 +25,16 @@
 namespace kiln::rt {
 
 constexpr char kTrainPayloadMagic[8] = {'K', 'I', 'L', 'N', 'T', 'R', 'N', '1'};
-/// The parts in trailer order.
-enum class TrainPart { Plan, Config, Model, Eval };
-constexpr int kNumTrainParts = 4;
-/// The magic and an (offset, size) pair per part.
-constexpr size_t kTrainTrailerBytes = 8 + 16 * kNumTrainParts;
-static_assert(kTrainTrailerBytes == 72, "the trailer is 72 bytes");
+constexpr char kTrainPayloadMagic2[8] = {'K', 'I', 'L', 'N', 'T', 'R', 'N', '2'};
+/// The parts in trailer order; Then only in a KILNTRN2 trailer.
+enum class TrainPart { Plan, Config, Model, Eval, Then };
+constexpr int kNumTrainParts = 5;
+/// The magic and an (offset, size) pair per part: four parts (KILNTRN1)
+/// or five (KILNTRN2).
+constexpr size_t kTrainTrailerBytes = 8 + 16 * 4;
+constexpr size_t kTrainTrailer2Bytes = 8 + 16 * 5;
+static_assert(kTrainTrailerBytes == 72, "the KILNTRN1 trailer is 72 bytes");
+static_assert(kTrainTrailer2Bytes == 88, "the KILNTRN2 trailer is 88 bytes");
 /// Each part starts at a multiple of this (the plans are mapped in place).
 constexpr size_t kTrainPartAlignment = 64;
 
@@ -38,33 +45,37 @@ constexpr const char *trainPartName(TrainPart p) {
   case TrainPart::Config: return "config";
   case TrainPart::Model: return "model";
   case TrainPart::Eval: return "eval plan";
+  case TrainPart::Then: return "plan after --prune-at";
   }
   return "?";
 }
 
 /// The parts of a payload, indexed by TrainPart; an empty view is a part of
-/// size 0 (only the eval plan may be absent).
+/// size 0 (only the eval plan and "then" may be absent).
 struct TrainPayloadParts {
   std::string_view part[kNumTrainParts];
   std::string_view &operator[](TrainPart p) { return part[int(p)]; }
   std::string_view operator[](TrainPart p) const { return part[int(p)]; }
 };
 
-/// Appends `parts` and the trailer to `file` (a copy of the executable).
+/// Appends `parts` and the trailer to `file` (a copy of the executable, or
+/// an empty string for a nested payload): KILNTRN1 without a Then part,
+/// KILNTRN2 with one.
 inline void appendTrainPayload(std::string &file,
                                const TrainPayloadParts &parts) {
+  const int n = parts[TrainPart::Then].empty() ? 4 : 5;
   uint64_t where[2 * kNumTrainParts];
-  for (int k = 0; k < kNumTrainParts; ++k) {
+  for (int k = 0; k < n; ++k) {
     while (file.size() % kTrainPartAlignment)
       file.push_back('\0');
     where[2 * k] = file.size();
     where[2 * k + 1] = parts.part[k].size();
     file.append(parts.part[k].data(), parts.part[k].size());
   }
-  file.append(kTrainPayloadMagic, 8);
-  for (uint64_t v : where)
+  file.append(n == 4 ? kTrainPayloadMagic : kTrainPayloadMagic2, 8);
+  for (int k = 0; k < 2 * n; ++k)
     for (int i = 0; i < 8; ++i)
-      file.push_back(char((v >> (8 * i)) & 0xff));
+      file.push_back(char((where[k] >> (8 * i)) & 0xff));
 }
 
 /// The message of a file without a (valid) payload.
@@ -79,20 +90,30 @@ constexpr const char *kNoTrainPayload =
 inline bool parseTrainPayload(const void *data, size_t size,
                               TrainPayloadParts &out, std::string &err) {
   const unsigned char *p = static_cast<const unsigned char *>(data);
-  if (!p || size < kTrainTrailerBytes ||
-      std::memcmp(p + size - kTrainTrailerBytes, kTrainPayloadMagic, 8) != 0) {
+  int parts = 0;
+  size_t trailer = 0;
+  if (p && size >= kTrainTrailer2Bytes &&
+      std::memcmp(p + size - kTrainTrailer2Bytes, kTrainPayloadMagic2, 8) == 0) {
+    parts = 5;
+    trailer = kTrainTrailer2Bytes;
+  } else if (p && size >= kTrainTrailerBytes &&
+             std::memcmp(p + size - kTrainTrailerBytes, kTrainPayloadMagic, 8) == 0) {
+    parts = 4;
+    trailer = kTrainTrailerBytes;
+  } else {
     err = kNoTrainPayload;
     return false;
   }
-  const unsigned char *t = p + size - kTrainTrailerBytes + 8;
+  out = TrainPayloadParts();
+  const unsigned char *t = p + size - trailer + 8;
   auto getU64 = [](const unsigned char *q) {
     uint64_t v = 0;
     for (int i = 0; i < 8; ++i)
       v |= (uint64_t)q[i] << (8 * i);
     return v;
   };
-  uint64_t limit = size - kTrainTrailerBytes;
-  for (int k = 0; k < kNumTrainParts; ++k) {
+  uint64_t limit = size - trailer;
+  for (int k = 0; k < parts; ++k) {
     uint64_t off = getU64(t + 16 * k), n = getU64(t + 16 * k + 8);
     if (n == 0) {
       out.part[k] = std::string_view();
