@@ -566,12 +566,25 @@ bool kiln::compileONNXToTraining(const std::string &path,
           as.push_back(v);
         for (int64_t v : d.getAs<DenseI64ArrayAttr>("blocks").asArrayRef())
           bs.push_back(v);
-        chans.push_back(llvm::json::Object{
-            {key(K::PruneChannelMask), "channels/" + std::to_string(k++) + "/pruned"},
+        llvm::json::Object e{
             {key(K::PruneChannelCount), d.getAs<IntegerAttr>("channels").getInt()},
             {key(K::PruneChannelParams), std::move(ps)},
             {key(K::PruneChannelAxes), std::move(as)},
-            {key(K::PruneChannelBlocks), std::move(bs)}});
+            {key(K::PruneChannelBlocks), std::move(bs)}};
+        if (auto parts = d.getAs<DenseI64ArrayAttr>("parts")) {
+          // A concat's result: its parts side by side (no mask of its own).
+          llvm::json::Array pa, pc;
+          for (int64_t v : parts.asArrayRef())
+            pa.push_back(v);
+          for (int64_t v : d.getAs<DenseI64ArrayAttr>("part_channels").asArrayRef())
+            pc.push_back(v);
+          e[key(K::PruneChannelParts)] = std::move(pa);
+          e[key(K::PruneChannelPartChannels)] = std::move(pc);
+          ++k;
+        } else {
+          e[key(K::PruneChannelMask)] = "channels/" + std::to_string(k++) + "/pruned";
+        }
+        chans.push_back(std::move(e));
       }
     config[key(K::Prune)] = llvm::json::Object{
         {key(K::PruneKind), "l1-channel"},

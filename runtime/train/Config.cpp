@@ -277,11 +277,37 @@ Config parseConfig(std::string_view text) {
           const json *ps = field(e, Key::PruneChannelParams);
           const json *as = field(e, Key::PruneChannelAxes);
           const json *bs = field(e, Key::PruneChannelBlocks);
-          if (cl.mask.empty() || !n || *n < 1 || !ps || !as || !bs || !ps->is_array() ||
+          if (!n || *n < 1 || !ps || !as || !bs || !ps->is_array() ||
               !as->is_array() || !bs->is_array() || ps->size() != as->size() ||
               ps->size() != bs->size())
-            bad(where + "needs a mask, a count >= 1 and params, axes and blocks of one length");
+            bad(where + "needs a count >= 1 and params, axes and blocks of one length");
           cl.count = *n;
+          const json *pa = field(e, Key::PruneChannelParts);
+          const json *pc = field(e, Key::PruneChannelPartChannels);
+          if (cl.mask.empty() == !pa || !pa != !pc)
+            bad(where + "needs a mask, or parts and part_channels (a concat's result)");
+          if (pa) {
+            if (!pa->is_array() || !pc->is_array() || pa->size() != pc->size() ||
+                pa->empty())
+              bad(where + "needs parts and part_channels of one length");
+            int64_t sum = 0;
+            for (size_t k = 0; k < pa->size(); ++k) {
+              if (!(*pa)[k].is_number_integer() || !(*pc)[k].is_number_integer())
+                bad(where + "has a malformed part");
+              int64_t part = (*pa)[k].get<int64_t>(), ch = (*pc)[k].get<int64_t>();
+              if (part < -1 || part >= (int64_t)i || ch < 1 || ch > *n ||
+                  (part >= 0 && (!q.channels[part].parts.empty() ||
+                                 q.channels[part].count != ch)))
+                bad(where + "part " + std::to_string(k) +
+                    " is not an earlier class of its channels");
+              sum += ch;
+              cl.parts.push_back(part);
+              cl.partChannels.push_back(ch);
+            }
+            if (sum != *n)
+              bad(where + "has parts of " + std::to_string(sum) + " channels, not " +
+                  std::to_string(*n));
+          }
           for (size_t k = 0; k < ps->size(); ++k) {
             if (!(*ps)[k].is_string() || !(*as)[k].is_number_integer() ||
                 !(*bs)[k].is_number_integer() || (*as)[k].get<int64_t>() < 0 ||

@@ -55,8 +55,11 @@ struct LossScaleConfig {
 /// Magnitude pruning (the config's `prune`; docs/Compression.md): the
 /// plan prunes; the trainer checks the schedule against the run's length.
 struct PruneChannelClass {
-  std::string mask;  // state parameter [count], 1 = pruned
+  std::string mask;  // state parameter [count], 1 = pruned; empty: parts
   int64_t count = 0;
+  /// A concat's result: the earlier classes side by side (-1: a part that
+  /// is not pruned) and each part's channels.
+  std::vector<int64_t> parts, partChannels;
   std::vector<std::string> params;
   std::vector<int64_t> axes, blocks;
 };

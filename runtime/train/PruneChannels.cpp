@@ -14,20 +14,44 @@ keptChannels(const rt::Program &program, const PruneConfig &prune,
              const std::string &where) {
   std::map<std::string, KeptIndices> kept;
   std::string err;
-  for (const PruneChannelClass &cl : prune.channels) {
-    rt::HostTensor m;
-    if (!program.getParam(cl.mask, m, err))
-      fail(where + err);
-    if (m.desc().dtype != rt::DType::F32 || m.desc().numel() != cl.count)
-      fail(where + "channel mask '" + cl.mask + "' is not f32 [" +
-           std::to_string(cl.count) + "]");
-    const float *q = static_cast<const float *>(m.data());
-    std::vector<int64_t> ch;
-    for (int64_t c = 0; c < cl.count; ++c)
-      if (q[c] == 0.0f)
-        ch.push_back(c);
-    if ((int64_t)ch.size() == cl.count)
-      continue; // not pruned (yet)
+  // Each class's kept channels; empty where nothing is pruned (yet).
+  std::vector<std::vector<int64_t>> keptOf(prune.channels.size());
+  for (size_t k = 0; k < prune.channels.size(); ++k) {
+    const PruneChannelClass &cl = prune.channels[k];
+    std::vector<int64_t> &ch = keptOf[k];
+    bool any = false;
+    if (cl.parts.empty()) {
+      rt::HostTensor m;
+      if (!program.getParam(cl.mask, m, err))
+        fail(where + err);
+      if (m.desc().dtype != rt::DType::F32 || m.desc().numel() != cl.count)
+        fail(where + "channel mask '" + cl.mask + "' is not f32 [" +
+             std::to_string(cl.count) + "]");
+      const float *q = static_cast<const float *>(m.data());
+      for (int64_t c = 0; c < cl.count; ++c)
+        if (q[c] == 0.0f)
+          ch.push_back(c);
+      any = (int64_t)ch.size() != cl.count;
+    } else {
+      // A concat's result: its parts' kept channels at their offsets.
+      int64_t offset = 0;
+      for (size_t j = 0; j < cl.parts.size(); ++j) {
+        int64_t p = cl.parts[j];
+        if (p >= 0 && p < (int64_t)k && !keptOf[p].empty()) {
+          any = true;
+          for (int64_t c : keptOf[p])
+            ch.push_back(offset + c);
+        } else {
+          for (int64_t c = 0; c < cl.partChannels[j]; ++c)
+            ch.push_back(offset + c);
+        }
+        offset += cl.partChannels[j];
+      }
+    }
+    if (!any) {
+      ch.clear(); // not pruned (yet)
+      continue;
+    }
     for (size_t i = 0; i < cl.params.size(); ++i) {
       std::vector<int64_t> idx;
       for (int64_t c : ch)

@@ -457,6 +457,72 @@ def main():
         check(diff <= 1e-5, "the pruned concat model equals the original with the pruned "
               "channels zeroed (max diff %.1e)" % diff, r.stderr[-300:])
 
+    # The concat model pruned after step 2 of 8 (lr 0.01): PyTorch trains
+    # the full model and, after step 2's update, masks each branch's
+    # channels of smallest L1 norm, the concat's (BatchNorm, cc's inputs)
+    # by the branches' masks side by side, and cc's own class, with the
+    # momentum buffers; Kiln's smaller plan gives the same losses, and the
+    # export is PyTorch's weights cut.
+    CAT_AT, CAT_STEPS, CAT_LR = 2, 8, 0.01
+    aexe, rc = compile_exe(cpath, "cat-prune-at.train", ["--prune", "l1-channel=0.5",
+                                                         "--prune-at", str(CAT_AT)], lr=CAT_LR)
+    amet, aout = os.path.join(w, "cam.jsonl"), os.path.join(w, "caout.onnx")
+    r = run(aexe, ["--steps", str(CAT_STEPS), "--metrics", amet, "--export-onnx", aout])
+    al = [json.loads(l)["loss"] for l in open(amet)] if r.returncode == 0 else []
+    torch.manual_seed(0)
+    full = CatCNN()
+    full.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in corig.items()})
+    opt = torch.optim.SGD(full.parameters(), lr=CAT_LR, momentum=0.9)
+    masks, tl = None, []
+    for s_ in range(CAT_STEPS):
+        loss = F.cross_entropy(full(torch.from_numpy(x[s_ * BATCH:(s_ + 1) * BATCH])),
+                               torch.from_numpy(y[s_ * BATCH:(s_ + 1) * BATCH]))
+        tl.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            if s_ == CAT_AT:
+                def keep(wt, n):
+                    sc = wt.abs().sum(dim=(1, 2, 3)).double().numpy()
+                    m = torch.zeros(wt.shape[0])
+                    m[sorted(np.argsort(-sc, kind="stable")[:n].tolist())] = 1
+                    return m
+                ma, mb, mc = keep(full.ca.weight, 3), keep(full.cb.weight, 2), keep(full.cc.weight, 4)
+                mcat = torch.cat([ma, mb])
+                masks = {"ca.weight": ma.view(6, 1, 1, 1), "ca.bias": ma,
+                         "cb.weight": mb.view(4, 1, 1, 1), "cb.bias": mb,
+                         "bn.weight": mcat, "bn.bias": mcat,
+                         "cc.weight": mc.view(8, 1, 1, 1) * mcat.view(1, 10, 1, 1),
+                         "cc.bias": mc, "fc.weight": mc.view(1, 8)}
+                cut = {"ca.weight": ma, "cb.weight": mb, "bn.weight": mcat}
+            if masks is not None:
+                for name, prm in full.named_parameters():
+                    if name in masks:
+                        prm.mul_(masks[name])
+                        buf = opt.state[prm].get("momentum_buffer")
+                        if buf is not None:
+                            buf.mul_(masks[name])
+    rel = max((abs(a - b) / abs(b) for a, b in zip(al, tl)), default=1.0)
+    werr = float("inf")
+    try:
+        ei = inits(onnx.load(aout))
+        fs = {k: v.detach().numpy() for k, v in full.state_dict().items()}
+        kept_cat = np.nonzero(mcat.numpy())[0]
+        kept_c = np.nonzero(mc.numpy())[0]
+        want = {"bn.weight": fs["bn.weight"][kept_cat],
+                "cc.weight": fs["cc.weight"][kept_c][:, kept_cat],
+                "ca.weight": fs["ca.weight"][np.nonzero(ma.numpy())[0]],
+                "fc.weight": fs["fc.weight"][:, kept_c]}
+        werr = max(float(np.max(np.abs(ei[k] - v))) / float(np.max(np.abs(v)))
+                   for k, v in want.items())
+    except (OSError, KeyError, ValueError, NameError, IndexError) as e:
+        print(e)
+    check(len(al) == CAT_STEPS and rel <= 1e-5 and werr <= 1e-4,
+          "the concat model pruned after step 2 trains the smaller plan to PyTorch's masked "
+          "losses (max rel %.1e); its export is PyTorch's weights cut (max rel %.1e)"
+          % (rel, werr), ((r.stdout + r.stderr)[-400:], al, tl))
+
     # ResNet-18: residual adds tie each stage's channels across its blocks.
     import torchvision
     torch.manual_seed(0)

@@ -206,9 +206,31 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     auto all = dyn_cast<ArrayAttr>(attr.getValue());
     if (!all)
       return op->emitError() << name << " must be an array of dictionaries";
-    for (Attribute a : all) {
+    for (auto [index, a] : llvm::enumerate(all)) {
       auto d = dyn_cast<DictionaryAttr>(a);
       auto params = d ? d.getAs<ArrayAttr>("params") : ArrayAttr();
+      // A concat's result: its parts (earlier classes, -1: whole) side by
+      // side, no producers of its own.
+      if (auto parts = d ? d.getAs<DenseI64ArrayAttr>("parts") : DenseI64ArrayAttr()) {
+        auto sizes = d.getAs<DenseI64ArrayAttr>("part_channels");
+        auto axes = d.getAs<DenseI64ArrayAttr>("axes");
+        auto blocks = d.getAs<DenseI64ArrayAttr>("blocks");
+        auto channels = d.getAs<IntegerAttr>("channels");
+        bool ok = sizes && sizes.size() == parts.size() && params && axes && blocks &&
+                  channels && d.getAs<IntegerAttr>("keep") && d.getAs<IntegerAttr>("at") &&
+                  (size_t)axes.size() == params.size() &&
+                  (size_t)blocks.size() == params.size();
+        int64_t sum = 0;
+        for (auto [p, n] : llvm::zip(parts.asArrayRef(), sizes.asArrayRef())) {
+          ok &= p >= -1 && p < (int64_t)index && n >= 1;
+          if (p >= 0)
+            ok &= !cast<DictionaryAttr>(all[p]).contains("parts");
+          sum += n;
+        }
+        if (!ok || sum != channels.getInt())
+          return op->emitError() << name << ": malformed concat class " << a;
+        continue;
+      }
       auto axes = d ? d.getAs<DenseI64ArrayAttr>("axes") : DenseI64ArrayAttr();
       auto blocks = d ? d.getAs<DenseI64ArrayAttr>("blocks") : DenseI64ArrayAttr();
       auto prods = d ? d.getAs<ArrayAttr>("producers") : ArrayAttr();

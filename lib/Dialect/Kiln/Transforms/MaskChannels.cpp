@@ -101,12 +101,82 @@ LogicalResult MaskChannelsPass::mask(func::FuncOp f, ArrayAttr classes) {
   std::map<unsigned, Value> updated;
   for (auto &[arg, u] : updates)
     updated[arg] = u.newParam;
+  // Every updated parameter of a class (and its optimizer state) times
+  // 1 - pruned along its channel axis; `prune` (the class's channel_prune,
+  // if any) keeps reading the unmasked value.
+  auto maskParams = [&](DictionaryAttr d, Value pruned, int64_t c, OpBuilder &b,
+                        Location loc, Operation *prune) -> LogicalResult {
+    Value one = kiln::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, f32), b.getF32FloatAttr(1.0f)));
+    Value keepV = kiln::SubOp::create(b, loc, one, pruned);
+    auto axes = d.getAs<DenseI64ArrayAttr>("axes");
+    auto blocks = d.getAs<DenseI64ArrayAttr>("blocks");
+    for (auto [i, n] : llvm::enumerate(d.getAs<ArrayAttr>("params"))) {
+      auto it = byName.find(cast<StringAttr>(n).getValue().str());
+      if (it == byName.end() || !updates.count(it->second))
+        continue; // not trained (BatchNorm's running statistics): cut at export
+      Update &u = updates[it->second];
+      auto t = cast<RankedTensorType>(u.newParam.getType());
+      int64_t axis = axes[i], block = blocks[i];
+      Value kv = keepV;
+      if (block > 1) {
+        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get({c, 1}, f32), kv);
+        kv = kiln::BroadcastOp::create(b, loc, RankedTensorType::get({c, block}, f32), kv);
+        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get({c * block}, f32), kv);
+      }
+      SmallVector<int64_t> shape(t.getRank(), 1);
+      shape[axis] = c * block;
+      if (t.getRank() != 1)
+        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get(shape, f32), kv);
+      auto masked = kiln::MulOp::create(b, loc, u.newParam, kv);
+      SmallPtrSet<Operation *, 2> keep{masked.getOperation()};
+      if (prune)
+        keep.insert(prune);
+      u.newParam.replaceAllUsesExcept(masked, keep);
+      u.newParam = masked;
+      for (Value &st : u.newState) {
+        auto ms = kiln::MulOp::create(b, loc, st, kv);
+        st.replaceAllUsesExcept(ms, ms.getOperation());
+        st = ms;
+      }
+    }
+    return success();
+  };
   int64_t k = 0;
+  SmallVector<Value> prunedOf; // per entry: its [C] mask after this step
   for (Attribute a : classes) {
     auto d = cast<DictionaryAttr>(a);
     int64_t c = d.getAs<IntegerAttr>("channels").getInt();
     int64_t keep = d.getAs<IntegerAttr>("keep").getInt();
     auto maskType = RankedTensorType::get({c}, f32);
+    if (auto parts = d.getAs<DenseI64ArrayAttr>("parts")) {
+      // A concat's result: its parts' masks side by side (a whole part
+      // keeps all of its channels); no state of its own.
+      ++k;
+      OpBuilder b(ret);
+      Location loc = f.getLoc();
+      auto sizes = d.getAs<DenseI64ArrayAttr>("part_channels");
+      SmallVector<Value> pieces;
+      for (auto [i, e] : llvm::enumerate(parts.asArrayRef())) {
+        if (e >= 0 && e < (int64_t)prunedOf.size() && prunedOf[e]) {
+          pieces.push_back(prunedOf[e]);
+          continue;
+        }
+        auto t = RankedTensorType::get({sizes[i]}, f32);
+        pieces.push_back(kiln::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(0.0f))));
+      }
+      Value cat = kiln::ConcatOp::create(b, loc, pieces, b.getI64IntegerAttr(0));
+      if (cast<RankedTensorType>(cat.getType()).getDimSize(0) != c)
+        return f.emitError("--kiln-mask-channels: a concat's class of ")
+               << c << " channels has parts of another total";
+      prunedOf.push_back(cat);
+      if (selectOnly)
+        continue;
+      if (failed(maskParams(d, cat, c, b, loc, nullptr)))
+        return failure();
+      continue;
+    }
     std::string maskName = "channels/" + std::to_string(k++) + "/pruned";
     NamedAttrList ma;
     ma.set("onnx.name", StringAttr::get(ctx, maskName));
@@ -136,44 +206,15 @@ LogicalResult MaskChannelsPass::mask(func::FuncOp f, ArrayAttr classes) {
         b.getI64IntegerAttr(d.getAs<IntegerAttr>("at").getInt()));
     Value pruned = prune.getNewPruned();
     masks.push_back(pruned);
+    prunedOf.push_back(pruned);
     NamedAttrList r;
     r.set("onnx.name", StringAttr::get(ctx, maskName));
     r.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(at));
     resAttrs.push_back(r.getDictionary(ctx));
     if (selectOnly)
       continue; // the run continues on the smaller plan after step S
-    Value one = kiln::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, f32), b.getF32FloatAttr(1.0f)));
-    Value keepV = kiln::SubOp::create(b, loc, one, pruned);
-    auto axes = d.getAs<DenseI64ArrayAttr>("axes");
-    auto blocks = d.getAs<DenseI64ArrayAttr>("blocks");
-    for (auto [i, n] : llvm::enumerate(d.getAs<ArrayAttr>("params"))) {
-      auto it = byName.find(cast<StringAttr>(n).getValue().str());
-      if (it == byName.end() || !updates.count(it->second))
-        continue; // not trained (BatchNorm's running statistics): cut at export
-      Update &u = updates[it->second];
-      auto t = cast<RankedTensorType>(u.newParam.getType());
-      int64_t axis = axes[i], block = blocks[i];
-      Value kv = keepV;
-      if (block > 1) {
-        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get({c, 1}, f32), kv);
-        kv = kiln::BroadcastOp::create(b, loc, RankedTensorType::get({c, block}, f32), kv);
-        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get({c * block}, f32), kv);
-      }
-      SmallVector<int64_t> shape(t.getRank(), 1);
-      shape[axis] = c * block;
-      if (t.getRank() != 1)
-        kv = kiln::ReshapeOp::create(b, loc, RankedTensorType::get(shape, f32), kv);
-      auto masked = kiln::MulOp::create(b, loc, u.newParam, kv);
-      u.newParam.replaceAllUsesExcept(
-          masked, SmallPtrSet<Operation *, 2>{masked.getOperation(), prune.getOperation()});
-      u.newParam = masked;
-      for (Value &st : u.newState) {
-        auto ms = kiln::MulOp::create(b, loc, st, kv);
-        st.replaceAllUsesExcept(ms, ms.getOperation());
-        st = ms;
-      }
-    }
+    if (failed(maskParams(d, pruned, c, b, loc, prune.getOperation())))
+      return failure();
   }
   // The return as the masking left it (its operands now the masked
   // values), then the masks.

@@ -160,11 +160,8 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     auto visit = [&](Value v, ArrayRef<int> fs) {
       for (unsigned d = 0; d < dims(v).size() && d < fs.size(); ++d) {
         int s = slot(v, d);
-        if ((int)d == concatAxis) {
-          if (asMasks)
-            blocked[s] = true; // masks of a concat's parts: not built
+        if ((int)d == concatAxis)
           continue;
-        }
         // A masked channel's values are not zero everywhere (a sigmoid of
         // 0); where an op sums over channels, only a masked weight (a
         // matmul's, a conv's) makes them not count.
@@ -356,10 +353,24 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     MLIRContext *ctx = f.getContext();
     Builder b(ctx);
     SmallVector<Attribute> classes;
+    // The classes' members: the parameters and their channel axes.
+    auto memberParams = [&](int root, int64_t channels, SmallVector<Attribute> &params,
+                            SmallVector<int64_t> &axes, SmallVector<int64_t> &blocks) {
+      for (int s : members[root]) {
+        auto a = dyn_cast<BlockArgument>(slots[s].first);
+        if (!a || a.getOwner() != &body || !kiln::isParam(f, a.getArgNumber()))
+          continue;
+        params.push_back(b.getStringAttr(argName(f, a.getArgNumber())));
+        axes.push_back(slots[s].second);
+        blocks.push_back(dims(a)[slots[s].second] / channels);
+      }
+    };
+    llvm::DenseMap<int, int64_t> indexOf; // class root -> its entry
     for (auto &[root, p] : plan) {
       auto pr = producers.find(root);
       if (pr == producers.end())
         continue;
+      indexOf[root] = (int64_t)classes.size();
       SmallVector<Attribute> prodNames, params;
       SmallVector<int64_t> prodAxes, prodBlocks, axes, blocks;
       for (auto [arg, d] : pr->second) {
@@ -367,14 +378,7 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
         prodAxes.push_back(d);
         prodBlocks.push_back(dims(f.getArgument(arg))[d] / p.channels);
       }
-      for (int s : members[root]) {
-        auto a = dyn_cast<BlockArgument>(slots[s].first);
-        if (!a || a.getOwner() != &body || !kiln::isParam(f, a.getArgNumber()))
-          continue;
-        params.push_back(b.getStringAttr(argName(f, a.getArgNumber())));
-        axes.push_back(slots[s].second);
-        blocks.push_back(dims(a)[slots[s].second] / p.channels);
-      }
+      memberParams(root, p.channels, params, axes, blocks);
       NamedAttrList d;
       d.set("channels", b.getI64IntegerAttr(p.channels));
       d.set("keep", b.getI64IntegerAttr((int64_t)p.kept.size()));
@@ -389,6 +393,33 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
       if (io)
         io->layers.push_back({argName(f, pr->second.front().first), p.channels,
                               (int64_t)p.kept.size()});
+    }
+    // A concat's result: its parts side by side (the entries of the parts
+    // that are pruned, -1 for a whole one, and each part's channels).
+    for (const Concat &c : concats) {
+      int r = find(c.result);
+      auto it = plan.find(r);
+      if (it == plan.end() || producers.count(r))
+        continue;
+      SmallVector<int64_t> parts, partChannels;
+      for (int q : c.parts) {
+        auto ix = indexOf.find(find(q));
+        parts.push_back(ix == indexOf.end() ? -1 : ix->second);
+        partChannels.push_back(dims(slots[q].first)[slots[q].second]);
+      }
+      SmallVector<Attribute> params;
+      SmallVector<int64_t> axes, blocks;
+      memberParams(r, it->second.channels, params, axes, blocks);
+      NamedAttrList d;
+      d.set("channels", b.getI64IntegerAttr(it->second.channels));
+      d.set("keep", b.getI64IntegerAttr((int64_t)it->second.kept.size()));
+      d.set("at", b.getI64IntegerAttr(at));
+      d.set("parts", b.getDenseI64ArrayAttr(parts));
+      d.set("part_channels", b.getDenseI64ArrayAttr(partChannels));
+      d.set("params", b.getArrayAttr(params));
+      d.set("axes", b.getDenseI64ArrayAttr(axes));
+      d.set("blocks", b.getDenseI64ArrayAttr(blocks));
+      classes.push_back(d.getDictionary(ctx));
     }
     if (io)
       llvm::sort(io->layers, [](const auto &x, const auto &y) { return x.weight < y.weight; });

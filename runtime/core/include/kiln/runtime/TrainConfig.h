@@ -94,11 +94,14 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(PruneEnd, Prune, "end", Integer, false, false, 0)                          \
   X(PruneEvery, Prune, "every", Integer, false, false, 1)                      \
   X(PruneChannels, Prune, "channels", Array, false, false, nullptr)            \
-  X(PruneChannelMask, PruneChannel, "mask", String, true, false, nullptr)      \
+  X(PruneChannelMask, PruneChannel, "mask", String, false, false, nullptr)     \
   X(PruneChannelCount, PruneChannel, "count", Integer, true, false, nullptr)   \
   X(PruneChannelParams, PruneChannel, "params", Array, true, false, nullptr)   \
   X(PruneChannelAxes, PruneChannel, "axes", Array, true, false, nullptr)       \
   X(PruneChannelBlocks, PruneChannel, "blocks", Array, true, false, nullptr)   \
+  X(PruneChannelParts, PruneChannel, "parts", Array, false, false, nullptr)    \
+  X(PruneChannelPartChannels, PruneChannel, "part_channels", Array, false,     \
+    false, nullptr)                                                            \
   X(QatKind, Qat, "kind", String, false, false, "int8")                        \
   X(QatFreeze, Qat, "freeze", Integer, false, true, nullptr)                   \
   X(QatAveraging, Qat, "averaging", Number, false, false, 0.01)                \
