@@ -140,6 +140,17 @@ bool kiln::resolveLossScale(const TrainCompileOptions &opts,
   return true;
 }
 
+namespace {
+/// "parameters A -> B (x%)": what channel pruning leaves of the model.
+std::string prunedParamsText(int64_t before, int64_t after) {
+  char frac[64];
+  std::snprintf(frac, sizeof frac, "%.1f%%",
+                100.0 * (double)after / (double)std::max<int64_t>(before, 1));
+  return "parameters " + std::to_string(before) + " -> " + std::to_string(after) +
+         " (" + frac + ")";
+}
+} // namespace
+
 bool kiln::compileONNXToTraining(const std::string &path,
                                  const TrainCompileOptions &opts,
                                  TrainCompileResult &result) {
@@ -249,12 +260,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
       s += (i ? ", " : "") + io.layers[i].weight + " " +
            std::to_string(io.layers[i].before) + "->" + std::to_string(io.layers[i].after);
     if (opts.pruneAt == 0) {
-      char frac[64];
-      std::snprintf(frac, sizeof frac, "%.1f%%",
-                    100.0 * (double)io.paramsAfter /
-                        (double)std::max<int64_t>(io.paramsBefore, 1));
-      s += "); parameters " + std::to_string(io.paramsBefore) + " -> " +
-           std::to_string(io.paramsAfter) + " (" + frac + ")";
+      result.paramsBefore = io.paramsBefore;
+      result.paramsAfter = io.paramsAfter;
+      s += "); " + prunedParamsText(io.paramsBefore, io.paramsAfter);
     } else {
       s += ")";
     }
@@ -694,15 +702,12 @@ bool kiln::compileONNXToTraining(const std::string &path,
       result.error = "the smaller plan after --prune-at: " + then->error;
       return false;
     }
-    // "parameters A -> B (x%)" of the smaller model.
-    size_t at = then->pruneSummary.find("; parameters ");
-    if (at != std::string::npos) {
-      size_t end = then->pruneSummary.find('\n', at);
-      std::string params = then->pruneSummary.substr(at + 2, end == std::string::npos ? end : end - at - 2);
-      size_t nl = result.pruneSummary.find('\n');
-      result.pruneSummary.insert(nl == std::string::npos ? result.pruneSummary.size() : nl,
-                                 ", then trains the smaller plan: " + params);
-    }
+    // Before the warnings (each on a line of its own).
+    size_t nl = result.pruneSummary.find('\n');
+    result.pruneSummary.insert(
+        nl == std::string::npos ? result.pruneSummary.size() : nl,
+        ", then trains the smaller plan: " +
+            prunedParamsText(then->paramsBefore, then->paramsAfter));
     result.then = std::move(then);
   }
   return true;

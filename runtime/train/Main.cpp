@@ -469,8 +469,11 @@ int runTraining(int argc, char **argv) {
   std::unique_ptr<Evaluator> evaluator;
   if (!opt.evalData.empty() && lead)
     evaluator = std::make_unique<Evaluator>(payload.eval, config, opt.evalData);
-  // After the switch to the smaller plan, the smaller model's eval plan.
-  auto switchEvaluator = [&]() {
+  // --prune-at: from now on the smaller plan runs (its state set), with
+  // the smaller model's eval plan.
+  auto usePrunedPlan = [&]() {
+    program = std::move(pruned);
+    bindPlan(*program);
     if (evaluator)
       evaluator = std::make_unique<Evaluator>(then[rt::TrainPart::Eval],
                                               *prunedConfig, opt.evalData);
@@ -555,9 +558,7 @@ int runTraining(int argc, char **argv) {
       if (scaler)
         scaler->restore(pos.lossScale);
       if (pruned && pos.step > config.prune->start) {
-        program = std::move(pruned); // the state is the smaller plan's
-        bindPlan(*program);
-        switchEvaluator();
+        usePrunedPlan(); // the state is the smaller plan's
       }
     } else if (lead) {
       std::fprintf(stderr, "--resume: no checkpoint in %s yet; starting at step 0\n",
@@ -574,10 +575,15 @@ int runTraining(int argc, char **argv) {
             ? opt.tensorboard + "/rank-" + std::to_string(rank)
             : opt.tensorboard,
         first);
-  std::vector<std::string> weightNames;
-  for (const std::string &n : program->paramNames())
-    if (program->paramRole(n) == "weight")
-      weightNames.push_back(n);
+  // The trained weights (histograms), of whichever plan runs.
+  auto weightsOf = [](const rt::Program &p) {
+    std::vector<std::string> names;
+    for (const std::string &n : p.paramNames())
+      if (p.paramRole(n) == "weight")
+        names.push_back(n);
+    return names;
+  };
+  std::vector<std::string> weightNames = weightsOf(*program);
   std::map<std::string, rt::HostTensor> capturedGrads;
 
   Logger log(first, total, globalBatch, opt.logEvery);
@@ -949,15 +955,10 @@ int runTraining(int argc, char **argv) {
         size_t cut = moveToPrunedPlan(*program, *pruned, *config.prune);
         if (profiler)
           pruned->setTrace(&profiler->recorder());
-        program = std::move(pruned);
-        bindPlan(*program);
+        usePrunedPlan();
         inputs.assign(inputSource.size(), nullptr);
         paramNames = program->paramNames();
-        weightNames.clear();
-        for (const std::string &n : paramNames)
-          if (program->paramRole(n) == "weight")
-            weightNames.push_back(n);
-        switchEvaluator();
+        weightNames = weightsOf(*program);
         log.message("--prune-at " + std::to_string(s) +
                     ": pruned the channels after step " + std::to_string(s + 1) +
                     "/" + std::to_string(total) +

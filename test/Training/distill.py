@@ -22,6 +22,7 @@ import onnx
 import onnx.numpy_helper
 import torch
 import torch.nn.functional as F
+from safetensors_np import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -63,20 +64,6 @@ def export(model, path, n_in):
 def distill_loss(s, t, y):
     kl = F.kl_div(F.log_softmax(s / TEMP, 1), F.softmax(t / TEMP, 1), reduction="batchmean")
     return ALPHA * TEMP * TEMP * kl + (1 - ALPHA) * F.cross_entropy(s, y)
-
-
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        dt = {"F32": np.float32, "F64": np.float64, "I64": np.int64}[e["dtype"]]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dt).reshape(e["shape"])
-    return out
 
 
 def main():

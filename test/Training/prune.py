@@ -28,6 +28,7 @@ import onnx
 import onnx.numpy_helper
 import torch
 import torch.nn.functional as F
+from safetensors_np import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,20 +75,6 @@ def target(s):
 
 def count(t, n):
     return min(n, max(0, int(np.rint(t * n))))
-
-
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        dt = {"F32": np.float32, "F64": np.float64, "I64": np.int64}[e["dtype"]]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dt).reshape(e["shape"])
-    return out
 
 
 def torch_run(x, y, steps, adam=False):

@@ -26,6 +26,7 @@ import onnx.numpy_helper
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors_np import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH, STEPS, LR, RATIO = 16, 10, 0.05, 0.3
@@ -143,21 +144,6 @@ def embedded_model(exe):
     off = int.from_bytes(t[40:48], "little")
     size = int.from_bytes(t[48:56], "little")
     return onnx.load_from_string(raw[off:off + size])
-
-
-def read_safetensors(path):
-    """name -> float32/int64 array of a safetensors file."""
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    head = json.loads(raw[8:8 + n])
-    kinds = {"F32": np.float32, "I64": np.int64, "F64": np.float64}
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(raw[8 + n + a:8 + n + b], kinds[v["dtype"]]).reshape(v["shape"])
-    return out
 
 
 def inits(m):

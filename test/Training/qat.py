@@ -26,6 +26,7 @@ import onnx.helper as oh
 import onnx.numpy_helper
 import torch
 import torch.nn.functional as F
+from safetensors_np import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -204,20 +205,6 @@ def torch_run(x, y, steps):
         opt.step()
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     return losses, state, obs
-
-
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        dt = {"F32": np.float32, "F64": np.float64, "I64": np.int64}[e["dtype"]]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dt).reshape(e["shape"])
-    return out
 
 
 def payload_config(exe):

@@ -147,6 +147,9 @@ struct TrainCompileResult {
   /// With --prune l1-channel: the ONNX model with the pruned shapes (what
   /// the executable embeds and exports), and a line saying what was pruned.
   std::string model, pruneSummary;
+  /// With --prune l1-channel at step 0: the model's parameter elements
+  /// before and after.
+  int64_t paramsBefore = 0, paramsAfter = 0;
   std::string error, stage;
   int64_t trainArenaBytes = 0;
   /// With --prune l1-channel --prune-at S > 0: the smaller model's

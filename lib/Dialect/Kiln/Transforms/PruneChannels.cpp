@@ -353,17 +353,27 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
     MLIRContext *ctx = f.getContext();
     Builder b(ctx);
     SmallVector<Attribute> classes;
-    // The classes' members: the parameters and their channel axes.
-    auto memberParams = [&](int root, int64_t channels, SmallVector<Attribute> &params,
-                            SmallVector<int64_t> &axes, SmallVector<int64_t> &blocks) {
+    // What every class records: its channels, how many it keeps, the step,
+    // and its members (the parameters with a dimension of these channels).
+    auto classAttrs = [&](int root, const Pruned &p) {
+      SmallVector<Attribute> params;
+      SmallVector<int64_t> axes, blocks;
       for (int s : members[root]) {
         auto a = dyn_cast<BlockArgument>(slots[s].first);
         if (!a || a.getOwner() != &body || !kiln::isParam(f, a.getArgNumber()))
           continue;
         params.push_back(b.getStringAttr(argName(f, a.getArgNumber())));
         axes.push_back(slots[s].second);
-        blocks.push_back(dims(a)[slots[s].second] / channels);
+        blocks.push_back(dims(a)[slots[s].second] / p.channels);
       }
+      NamedAttrList d;
+      d.set("channels", b.getI64IntegerAttr(p.channels));
+      d.set("keep", b.getI64IntegerAttr((int64_t)p.kept.size()));
+      d.set("at", b.getI64IntegerAttr(at));
+      d.set("params", b.getArrayAttr(params));
+      d.set("axes", b.getDenseI64ArrayAttr(axes));
+      d.set("blocks", b.getDenseI64ArrayAttr(blocks));
+      return d;
     };
     llvm::DenseMap<int, int64_t> indexOf; // class root -> its entry
     for (auto &[root, p] : plan) {
@@ -371,24 +381,17 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
       if (pr == producers.end())
         continue;
       indexOf[root] = (int64_t)classes.size();
-      SmallVector<Attribute> prodNames, params;
-      SmallVector<int64_t> prodAxes, prodBlocks, axes, blocks;
+      SmallVector<Attribute> prodNames;
+      SmallVector<int64_t> prodAxes, prodBlocks;
       for (auto [arg, d] : pr->second) {
         prodNames.push_back(b.getStringAttr(argName(f, arg)));
         prodAxes.push_back(d);
         prodBlocks.push_back(dims(f.getArgument(arg))[d] / p.channels);
       }
-      memberParams(root, p.channels, params, axes, blocks);
-      NamedAttrList d;
-      d.set("channels", b.getI64IntegerAttr(p.channels));
-      d.set("keep", b.getI64IntegerAttr((int64_t)p.kept.size()));
-      d.set("at", b.getI64IntegerAttr(at));
+      NamedAttrList d = classAttrs(root, p);
       d.set("producers", b.getArrayAttr(prodNames));
       d.set("producer_axes", b.getDenseI64ArrayAttr(prodAxes));
       d.set("producer_blocks", b.getDenseI64ArrayAttr(prodBlocks));
-      d.set("params", b.getArrayAttr(params));
-      d.set("axes", b.getDenseI64ArrayAttr(axes));
-      d.set("blocks", b.getDenseI64ArrayAttr(blocks));
       classes.push_back(d.getDictionary(ctx));
       if (io)
         io->layers.push_back({argName(f, pr->second.front().first), p.channels,
@@ -407,18 +410,9 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
         parts.push_back(ix == indexOf.end() ? -1 : ix->second);
         partChannels.push_back(dims(slots[q].first)[slots[q].second]);
       }
-      SmallVector<Attribute> params;
-      SmallVector<int64_t> axes, blocks;
-      memberParams(r, it->second.channels, params, axes, blocks);
-      NamedAttrList d;
-      d.set("channels", b.getI64IntegerAttr(it->second.channels));
-      d.set("keep", b.getI64IntegerAttr((int64_t)it->second.kept.size()));
-      d.set("at", b.getI64IntegerAttr(at));
+      NamedAttrList d = classAttrs(r, it->second);
       d.set("parts", b.getDenseI64ArrayAttr(parts));
       d.set("part_channels", b.getDenseI64ArrayAttr(partChannels));
-      d.set("params", b.getArrayAttr(params));
-      d.set("axes", b.getDenseI64ArrayAttr(axes));
-      d.set("blocks", b.getDenseI64ArrayAttr(blocks));
       classes.push_back(d.getDictionary(ctx));
     }
     if (io)
