@@ -43,7 +43,12 @@ namespace {
 /// Keeps the first error as one line ("loc: message").
 struct FirstError {
   std::string text;
+  std::vector<std::string> *warnings = nullptr;
   void note(Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Warning && warnings) {
+      warnings->push_back(d.str());
+      return;
+    }
     if (d.getSeverity() != DiagnosticSeverity::Error || !text.empty())
       return;
     llvm::raw_string_ostream os(text);
@@ -159,6 +164,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
   ctx.loadAllAvailableDialects();
   FirstError first;
+  first.warnings = &result.warnings;
   ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
     first.note(d);
     return success();
@@ -185,6 +191,17 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (opts.dp > 1 && opts.import.batchSize <= 0)
     return failWith("mesh", "--mesh dp=" + std::to_string(opts.dp) +
                                 " needs --batch-size (the global batch)");
+  if (opts.tp < 1)
+    return failWith("mesh", "tp must be at least 1, got " +
+                                std::to_string(opts.tp));
+  if (opts.tp > 1 && opts.zero > 0)
+    return failWith("mesh", "--zero with tensor parallelism (--mesh ...,tp=N) "
+                            "is not supported yet");
+  if (opts.tp > 1 && opts.pruneAt > 0 &&
+      (opts.pruneChannels >= 0 || opts.pruneSparsity >= 0))
+    return failWith("mesh", "pruning during the run with tensor parallelism "
+                            "(--mesh ...,tp=N) is not supported yet: the "
+                            "pruned elements are chosen over whole weights");
   if (opts.dp > 1 && opts.import.batchSize % opts.dp)
     return failWith("mesh", "the global batch " +
                                 std::to_string(opts.import.batchSize) +
@@ -388,6 +405,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;
     dpo.dp = opts.dp;
+    dpo.tp = opts.tp;
+    for (const std::string &a : opts.shard)
+      dpo.shard += (dpo.shard.empty() ? "" : ";") + a;
     dpo.compression = opts.gradCompression;
     pm.addPass(createKilnDataParallelPass(dpo));
     KilnAttachOptimizerPassOptions oo;
@@ -640,7 +660,63 @@ bool kiln::compileONNXToTraining(const std::string &path,
         {key(K::LossScaleGrowthInterval), opts.scaleGrowthInterval},
         {key(K::LossScaleMin), 1.0},
         {key(K::LossScaleInput), kLossScaleInputName}};
-  if (opts.dp > 1) {
+  // Parameter bytes per rank and of the whole model (tensor parallelism
+  // holds a block of each split parameter; ZeRO-3 a block of each weight).
+  auto meshSizes = [&]() {
+    std::map<std::string, int64_t> sizes;
+    if (auto grid = module->lookupSymbol<shard::GridOp>("kiln_mesh"))
+      if (auto names = grid->getAttrOfType<ArrayAttr>(
+              KilnDialect::getAxisNamesAttrName()))
+        for (auto [k, n] : llvm::enumerate(names))
+          if (k < grid.getShape().size())
+            sizes[cast<StringAttr>(n).getValue().str()] = grid.getShape()[k];
+    return sizes;
+  }();
+  // A split parameter's whole shape: its local one times the ranks of the
+  // axes that split each dimension.
+  auto splitOf = [&](unsigned i, llvm::json::Array *dimsOut)
+      -> std::optional<SmallVector<int64_t>> {
+    if (!isParam(step, i))
+      return std::nullopt;
+    auto sh = step.getArgAttrOfType<ArrayAttr>(i, KilnDialect::getShardingAttrName());
+    if (!sh)
+      return std::nullopt;
+    auto t = cast<RankedTensorType>(step.getArgument(i).getType());
+    SmallVector<int64_t> shape(t.getShape());
+    bool split = false;
+    for (auto [d, dim] : llvm::enumerate(sh)) {
+      llvm::json::Array axes;
+      for (Attribute a : cast<ArrayAttr>(dim)) {
+        std::string n = cast<StringAttr>(a).getValue().str();
+        if (d < shape.size())
+          shape[d] *= meshSizes.count(n) ? meshSizes[n] : 1;
+        axes.push_back(n);
+        split = true;
+      }
+      if (dimsOut)
+        dimsOut->push_back(std::move(axes));
+    }
+    if (!split)
+      return std::nullopt;
+    return shape;
+  };
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (!isParam(step, i))
+      continue;
+    auto t = cast<RankedTensorType>(step.getArgument(i).getType());
+    int64_t local = 0, whole = 0;
+    checkedTypeBytes(t, local);
+    whole = local;
+    if (auto shape = splitOf(i, nullptr))
+      checkedTypeBytes(RankedTensorType::get(*shape, t.getElementType()), whole);
+    else if (auto zs = step.getArgAttrOfType<DenseI64ArrayAttr>(
+                 i, KilnDialect::getShardedShapeAttrName()))
+      checkedTypeBytes(RankedTensorType::get(zs.asArrayRef(), t.getElementType()),
+                       whole);
+    result.rankParamBytes += local;
+    result.modelParamBytes += whole;
+  }
+  if (opts.dp > 1 || opts.tp > 1) {
     // ZeRO's sharded parameters: name -> the whole tensor's shape.
     llvm::json::Object sharded;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -654,9 +730,27 @@ bool kiln::compileONNXToTraining(const std::string &path,
         dims.push_back(d);
       sharded[name.getValue()] = std::move(dims);
     }
+    // Tensor parallelism's split parameters (and their optimizer state):
+    // name -> the whole shape and, per dimension, the axes splitting it.
+    llvm::json::Object split;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      llvm::json::Array dims;
+      auto shape = splitOf(i, &dims);
+      auto name = step.getArgAttrOfType<StringAttr>(i, "onnx.name");
+      if (!shape || !name)
+        continue;
+      llvm::json::Array whole;
+      for (int64_t d : *shape)
+        whole.push_back(d);
+      split[name.getValue()] = llvm::json::Object{
+          {key(K::MeshSplitShape), std::move(whole)},
+          {key(K::MeshSplitDims), std::move(dims)}};
+    }
     config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), opts.dp},
+                                              {key(K::MeshTp), opts.tp},
                                               {key(K::MeshZero), opts.zero},
-                                              {key(K::MeshSharded), std::move(sharded)}};
+                                              {key(K::MeshSharded), std::move(sharded)},
+                                              {key(K::MeshSplit), std::move(split)}};
   }
   {
     llvm::raw_string_ostream os(result.config);

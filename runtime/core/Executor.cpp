@@ -745,7 +745,7 @@ void Program::setBatchShard(int64_t index, int64_t count) {
   // Parameters split over the ranks start from this rank's block.
   for (size_t k = 0; k < impl_->params.size(); ++k) {
     const PlanValue &v = impl_->plan.values[impl_->paramValue[k]];
-    if (v.blocks == 1)
+    if (v.blocks == 1 || !v.blockAxes.empty())
       continue;
     if (v.blocks != count || index < 0 || index >= count)
       throw Error("parameter '" + v.name + "' is split into " +
@@ -755,6 +755,35 @@ void Program::setBatchShard(int64_t index, int64_t count) {
       impl_->device->copyOnDevice(impl_->params[k].buf.data(),
                                   impl_->blob.data() + v.dataOffset +
                                       (uint64_t)index * v.bytes,
+                                  v.bytes, *impl_->stream);
+  }
+  impl_->stream->synchronize();
+}
+void Program::setMeshPosition(const std::vector<MeshAxisPosition> &position) {
+  for (size_t k = 0; k < impl_->params.size(); ++k) {
+    const PlanValue &v = impl_->plan.values[impl_->paramValue[k]];
+    if (v.blockAxes.empty())
+      continue;
+    int64_t block = 0, count = 1;
+    for (const std::string &a : v.blockAxes) {
+      const MeshAxisPosition *p = nullptr;
+      for (const MeshAxisPosition &q : position)
+        if (q.axis == a)
+          p = &q;
+      if (!p || p->size < 1 || p->index < 0 || p->index >= p->size)
+        throw Error("parameter '" + v.name + "' is split over mesh axis '" + a +
+                    "', which this run's mesh does not have");
+      block = block * p->size + p->index;
+      count *= p->size;
+    }
+    if (count != v.blocks)
+      throw Error("parameter '" + v.name + "' is split into " +
+                  std::to_string(v.blocks) + " blocks, but this run's mesh "
+                  "gives it " + std::to_string(count));
+    if (v.bytes)
+      impl_->device->copyOnDevice(impl_->params[k].buf.data(),
+                                  impl_->blob.data() + v.dataOffset +
+                                      (uint64_t)block * v.bytes,
                                   v.bytes, *impl_->stream);
   }
   impl_->stream->synchronize();

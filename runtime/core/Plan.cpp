@@ -167,6 +167,18 @@ void parseValue(const json &v, size_t i, const ParsedPlan &plan,
                                         : std::string()) +
            " needs " + std::to_string(bytes * blocks));
     out.blocks = (int64_t)blocks;
+    if (out.kind == ValueKind::Param)
+      if (const json *ax = field(v, "block_axes")) {
+        if (!ax->is_array() || ax->empty() || ax->size() > 8 || blocks < 2)
+          fail(where + "'block_axes' must be 1 to 8 mesh axis names, for "
+                       "blocks > 1");
+        for (const json &a : *ax) {
+          if (!a.is_string() || a.get<std::string>().empty() ||
+              a.get<std::string>().size() > 64)
+            fail(where + "'block_axes' must hold mesh axis names");
+          out.blockAxes.push_back(a.get<std::string>());
+        }
+      }
     if (off > plan.blob.size() || n > plan.blob.size() - off)
       fail(where + "data [" + std::to_string(off) + ", +" + std::to_string(n) +
            ") runs past the end of the " + std::to_string(plan.blob.size()) +

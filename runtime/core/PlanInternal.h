@@ -31,6 +31,10 @@ struct PlanValue {
   /// one per rank of a mesh that splits the parameter (ZeRO-3); block 0
   /// until Program::setBatchShard picks this rank's.
   int64_t blocks = 1;
+  /// With blocks > 1: the mesh axes whose positions pick the block (tensor
+  /// parallelism; linearised in this order, the last fastest); empty: the
+  /// batch shard's index (ZeRO-3, Program::setBatchShard).
+  std::vector<std::string> blockAxes;
   uint64_t offset = 0;  // arena: into the arena
   int64_t source = -1;  // view: the viewed value
   int64_t root = -1;    // the non-view value whose bytes this is (self if none)

@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 namespace kiln::rt::cpu {
 namespace {
@@ -184,8 +186,8 @@ std::unique_ptr<Kernel> makeAllReduceWait(const KernelSpec &spec) {
   });
 }
 
-/// The block of a sharded axis-0 tensor: `whole` holds `ranks` blocks of
-/// `part` (the elements of `block`).
+/// The block of a sharded tensor: `whole` holds `ranks` blocks of
+/// `block` along one dimension.
 void checkBlocks(const KernelSpec &spec, const TensorDesc &whole,
                  const TensorDesc &block) {
   if (whole.dtype != block.dtype)
@@ -208,59 +210,122 @@ int blocksOf(ExecContext &ctx, const std::string &axis, size_t whole,
   return ranks;
 }
 
-/// reduce_scatter: the output is this rank's block (along axis 0) of the
+/// How the blocks of a tensor split along dimension `dim` lie in memory:
+/// `outer` runs, each holding every rank's `run` bytes in rank order
+/// (outer = 1: each block is contiguous, block r at r * run).
+struct BlockLayout {
+  size_t outer = 1, run = 0;
+};
+BlockLayout blockLayout(const KernelSpec &spec, const TensorDesc &whole,
+                        const TensorDesc &block) {
+  int64_t dim = spec.attrs.getInt("dim", 0);
+  if (dim < 0 || dim >= (int64_t)whole.shape.size() ||
+      whole.shape.size() != block.shape.size())
+    fail(spec, "dim " + std::to_string(dim) + " is not a dimension of " +
+                   whole.str() + " and " + block.str());
+  for (size_t d = 0; d < whole.shape.size(); ++d)
+    if ((int64_t)d != dim && whole.shape[d] != block.shape[d])
+      fail(spec, whole.str() + " and its block " + block.str() +
+                     " differ outside dimension " + std::to_string(dim));
+  if (block.shape[dim] == 0 || whole.shape[dim] % block.shape[dim])
+    fail(spec, "dimension " + std::to_string(dim) + " of " + whole.str() +
+                   " is not a whole number of blocks of " + block.str());
+  BlockLayout l;
+  for (int64_t d = 0; d < dim; ++d)
+    l.outer *= (size_t)whole.shape[d];
+  l.run = l.outer ? block.bytes() / l.outer : 0;
+  return l;
+}
+
+/// `packed` (ranks blocks one after the other) from `whole` (blocks
+/// interleaved along the dimension), or back with `unpack`.
+void repack(const BlockLayout &l, int ranks, const char *from, char *to,
+            bool unpack) {
+  for (size_t o = 0; o < l.outer; ++o)
+    for (int r = 0; r < ranks; ++r) {
+      size_t interleaved = (o * (size_t)ranks + (size_t)r) * l.run;
+      size_t packed = ((size_t)r * l.outer + o) * l.run;
+      if (unpack)
+        std::memcpy(to + interleaved, from + packed, l.run);
+      else
+        std::memcpy(to + packed, from + interleaved, l.run);
+    }
+}
+
+/// reduce_scatter: the output is this rank's block (along `dim`) of the
 /// input's reduction (sum, max, min or average) over the group of `axis`.
 std::unique_ptr<Kernel> makeReduceScatter(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
   checkBlocks(spec, whole, block);
+  const BlockLayout layout = blockLayout(spec, whole, block);
   const std::string axis = meshAxis(spec);
   const Reduction red = parseReduction(spec, block.dtype);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
   const DType dtype = block.dtype;
+  // Blocks not contiguous: packed into rank order first.
+  auto scratch = std::make_shared<std::vector<char>>(
+      layout.outer > 1 ? whole.bytes() : 0);
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
     int ranks = blocksOf(ctx, axis, all, n, "reduce_scatter");
+    const void *send = in[0];
+    if (layout.outer > 1) {
+      repack(layout, ranks, static_cast<const char *>(in[0]), scratch->data(),
+             /*unpack=*/false);
+      send = scratch->data();
+    }
     if (!ctx.collectives) {
-      std::memmove(out[0], in[0], n * dtypeSize(dtype));
+      std::memmove(out[0], send, n * dtypeSize(dtype));
       return;
     }
-    ctx.collectives->reduceScatter(axis, in[0], out[0], n, dtype, red.op);
+    ctx.collectives->reduceScatter(axis, send, out[0], n, dtype, red.op);
     if (red.average && ranks > 1)
       divideByRanks(out[0], out[0], n, dtype, ranks);
   });
 }
 
-/// all_gather: the output is the group's inputs concatenated along axis 0.
+/// all_gather: the output is the group's inputs concatenated along `dim`.
 std::unique_ptr<Kernel> makeAllGather(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &block = *spec.inputs[0], &whole = *spec.outputs[0];
   checkBlocks(spec, whole, block);
+  const BlockLayout layout = blockLayout(spec, whole, block);
   const std::string axis = meshAxis(spec);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
   const DType dtype = block.dtype;
+  auto scratch = std::make_shared<std::vector<char>>(
+      layout.outer > 1 ? whole.bytes() : 0);
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
-    blocksOf(ctx, axis, all, n, "all_gather");
-    if (!ctx.collectives)
+    int ranks = blocksOf(ctx, axis, all, n, "all_gather");
+    if (!ctx.collectives) {
       std::memmove(out[0], in[0], n * dtypeSize(dtype));
-    else
-      ctx.collectives->allGather(axis, in[0], out[0], n, dtype);
+      return;
+    }
+    void *recv = layout.outer > 1 ? scratch->data() : out[0];
+    ctx.collectives->allGather(axis, in[0], recv, n, dtype);
+    if (layout.outer > 1)
+      repack(layout, ranks, scratch->data(), static_cast<char *>(out[0]),
+             /*unpack=*/true);
   });
 }
 
-/// all_slice: this rank's block of the input along axis 0 (no
+/// all_slice: this rank's block of the input along `dim` (no
 /// communication: the input is the same on every rank).
 std::unique_ptr<Kernel> makeAllSlice(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   const TensorDesc &whole = *spec.inputs[0], &block = *spec.outputs[0];
   checkBlocks(spec, whole, block);
+  const BlockLayout layout = blockLayout(spec, whole, block);
   const std::string axis = meshAxis(spec);
   const size_t n = (size_t)block.numel(), all = (size_t)whole.numel();
-  const size_t bytes = n * dtypeSize(block.dtype);
   return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
-    blocksOf(ctx, axis, all, n, "all_slice");
-    int r = ctx.collectives ? ctx.collectives->groupRank(axis) : 0;
-    std::memmove(out[0], static_cast<const char *>(in[0]) + (size_t)r * bytes,
-                 bytes);
+    int ranks = blocksOf(ctx, axis, all, n, "all_slice");
+    size_t r = ctx.collectives ? (size_t)ctx.collectives->groupRank(axis) : 0;
+    const char *src = static_cast<const char *>(in[0]);
+    char *dst = static_cast<char *>(out[0]);
+    for (size_t o = 0; o < layout.outer; ++o)
+      std::memmove(dst + o * layout.run,
+                   src + (o * (size_t)ranks + r) * layout.run, layout.run);
   });
 }
 

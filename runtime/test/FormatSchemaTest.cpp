@@ -115,6 +115,8 @@ const json &schemaObject(const json &schema, TrainConfigObject o) {
     return schema["properties"]["qat"]["properties"]["sites"]["items"];
   case TrainConfigObject::PruneChannel:
     return schema["properties"]["prune"]["properties"]["channels"]["items"];
+  case TrainConfigObject::MeshSplit:
+    return schema["properties"]["mesh"]["properties"]["split"]["additionalProperties"];
   }
   return schema;
 }
@@ -160,7 +162,8 @@ TEST(FormatSchema, TrainConfigFieldsMatchTheSchema) {
         TrainConfigObject::Schedule, TrainConfigObject::Mesh,
         TrainConfigObject::LossScale, TrainConfigObject::Prune,
         TrainConfigObject::Qat, TrainConfigObject::Data,
-        TrainConfigObject::QatSite, TrainConfigObject::PruneChannel}) {
+        TrainConfigObject::QatSite, TrainConfigObject::PruneChannel,
+        TrainConfigObject::MeshSplit}) {
     const json &obj = schemaObject(schema, o);
     EXPECT_EQ(obj["additionalProperties"], false) << trainConfigObjectKey(o);
     for (auto it = obj["properties"].begin(); it != obj["properties"].end(); ++it)

@@ -268,7 +268,8 @@ void CheckpointStore::removeCheckpoint(const std::string &path) const {
 
 std::string CheckpointStore::save(const rt::Program &program,
                                   const Config &config, const TrainPosition &pos,
-                                  const CheckpointRanks *ranks) const {
+                                  const CheckpointRanks *ranks,
+                                  const std::map<std::string, rt::HostTensor> *whole) const {
   const int rank = ranks ? ranks->rank : 0;
   const int nranks = ranks ? ranks->ranks : 1;
   const bool sharded = !config.sharded.empty();
@@ -367,8 +368,15 @@ std::string CheckpointStore::save(const rt::Program &program,
                                  rt::dtypeName(d.dtype), sh->second, true});
       continue;
     }
-    if (!program.getParam(names[k], values[k], err))
+    if (config.split.count(names[k])) {
+      // Tensor parallelism: the whole tensor, gathered by the caller.
+      auto w = whole ? whole->find(names[k]) : decltype(whole->end())();
+      if (!whole || w == whole->end())
+        bail("the split parameter '" + names[k] + "' was not gathered");
+      values[k] = w->second;
+    } else if (!program.getParam(names[k], values[k], err)) {
       bail(err);
+    }
     tensors.emplace_back(names[k], &values[k]);
     manifest.params.push_back({names[k], program.paramRole(names[k]),
                                rt::dtypeName(values[k].dtype()),
@@ -395,7 +403,7 @@ std::string CheckpointStore::save(const rt::Program &program,
   manifest.optimizer = config.optimizer;
   // The global batch and the ranks that trained: data parallelism
   // replicates every parameter, so any number of ranks resumes it.
-  manifest.ranks = config.dp;
+  manifest.ranks = config.ranks();
   manifest.batchSize = config.batchSize * config.dp;
   manifest.rankState = rankState;
   if (!writeFileSynced(tmp + "/" + kManifest, writeCheckpointManifest(manifest),
@@ -580,6 +588,9 @@ bool CheckpointStore::resume(
         auto sh = config.sharded.find(n);
         if (sh != config.sharded.end())
           want.shape = sh->second; // the whole tensor's shape
+        auto sp = config.split.find(n);
+        if (sp != config.split.end())
+          want.shape = sp->second.shape; // tensor parallelism: whole too
         auto ms = shardParams.find(n);
         if (ms != shardParams.end()) {
           // Block r of R of the whole tensor in each shard file.
@@ -648,6 +659,9 @@ bool CheckpointStore::resume(
                               err);
       } else if (config.sharded.count(n)) {
         ok = program.setParam(n, blockOf(*byName[n], mine, rank), err);
+      } else if (auto sp = config.split.find(n); sp != config.split.end()) {
+        ok = program.setParam(n, blockOfWhole(*byName[n], sp->second, position_),
+                              err);
       } else {
         ok = program.setParam(n, *byName[n], err);
       }

@@ -17,6 +17,7 @@
 
 #include "Config.h"
 #include "LossScale.h"
+#include "TensorSplit.h"
 
 #include "kiln/runtime/Runtime.h"
 
@@ -88,9 +89,18 @@ public:
   /// its blocks of the sharded parameters into its shard file
   /// (shard-<r>-of-<R>.safetensors), rank 0 the replicated parameters and,
   /// once every shard is written, the manifest and the rename into place.
+  /// Tensor parallelism (config.split): `whole` holds every split
+  /// parameter whole (gathered by every rank before the call); rank 0
+  /// writes those instead of its blocks, so the checkpoint holds whole
+  /// tensors only and resumes on any mesh.
   std::string save(const rt::Program &program, const Config &config,
                    const TrainPosition &pos,
-                   const CheckpointRanks *ranks = nullptr) const;
+                   const CheckpointRanks *ranks = nullptr,
+                   const std::map<std::string, rt::HostTensor> *whole =
+                       nullptr) const;
+  /// This rank's position on the mesh: a resume gives each split
+  /// parameter (config.split) its block at it.
+  void setMeshPosition(MeshPosition pos) { position_ = std::move(pos); }
   /// Restores the newest usable checkpoint into `program`. False when DIR
   /// holds no checkpoint at all; throws UserError when none is usable or one
   /// belongs to another model. `note` receives one line per skipped one.
@@ -123,6 +133,7 @@ public:
 
 private:
   std::string dir_;
+  MeshPosition position_;
   int64_t keep_;
   std::string modelSha_;
   Notify warn_;

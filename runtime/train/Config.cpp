@@ -224,6 +224,47 @@ Config parseConfig(std::string_view text) {
           c.sharded[name] = dims;
         }
       }
+      c.tp = *getInt(*m, Key::MeshTp, "mesh ");
+      if (c.tp < 1 || c.tp > (int64_t(1) << 20) || c.dp * c.tp > (int64_t(1) << 20))
+        bad("mesh tp must be in [1, 2^20] and dp x tp at most 2^20, got tp " +
+            std::to_string(c.tp));
+      if (const json *s = field(*m, Key::MeshSplit)) {
+        if (!s->is_object())
+          bad("mesh 'split' must be an object of name: {shape, dims}");
+        for (const auto &[name, e] : s->items()) {
+          const json *shape = e.is_object() ? field(e, Key::MeshSplitShape) : nullptr;
+          const json *dims = e.is_object() ? field(e, Key::MeshSplitDims) : nullptr;
+          if (!shape || !dims || !shape->is_array() || !dims->is_array() ||
+              shape->size() > 16 || shape->size() != dims->size())
+            bad("mesh split '" + name + "' needs 'shape' and 'dims', one entry "
+                "per dimension (at most 16)");
+          SplitSpec sp;
+          int64_t numel = 1;
+          for (size_t d = 0; d < shape->size(); ++d) {
+            const json &n = (*shape)[d];
+            if (!n.is_number_integer() || n.get<int64_t>() < 0 ||
+                n.get<int64_t>() > (int64_t(1) << 40) ||
+                (n.get<int64_t>() && numel > (int64_t(1) << 40) / n.get<int64_t>()))
+              bad("mesh split '" + name + "': sizes must be integers in "
+                  "[0, 2^40] whose product is at most 2^40");
+            sp.shape.push_back(n.get<int64_t>());
+            numel *= sp.shape.back();
+            const json &axes = (*dims)[d];
+            if (!axes.is_array() || axes.size() > 4)
+              bad("mesh split '" + name + "': each dims entry is a list of at "
+                  "most 4 mesh axis names");
+            std::vector<std::string> names;
+            for (const json &a : axes) {
+              if (!a.is_string() || (a.get<std::string>() != "dp" &&
+                                     a.get<std::string>() != "tp"))
+                bad("mesh split '" + name + "': mesh axes are dp and tp");
+              names.push_back(a.get<std::string>());
+            }
+            sp.dims.push_back(std::move(names));
+          }
+          c.split[name] = std::move(sp);
+        }
+      }
     }
     c.precision = getString(j, Key::Precision);
     if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")

@@ -85,6 +85,13 @@ struct QatConfig {
   std::vector<QatSite> sites;
 };
 
+/// How tensor parallelism splits one tensor: its whole shape and, per
+/// dimension, the mesh axes splitting it, outermost first (none: whole).
+struct SplitSpec {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<std::string>> dims;
+};
+
 struct Config {
   std::string model;        // the ONNX file's name (informative)
   std::string modelSha256;  // identity of the model, for checkpoints
@@ -95,6 +102,12 @@ struct Config {
   /// tensor's shape. The plan's parameter is block `rank` of the flattened
   /// tensor zero-padded to a multiple of dp.
   std::map<std::string, std::vector<int64_t>> sharded;
+  int64_t tp = 1;          // ranks on the tensor-parallel axis (inside dp)
+  /// Tensor parallelism: parameters (and optimizer state) each rank holds
+  /// a block of, by name (the plan's parameter is the block; TensorSplit.h).
+  std::map<std::string, SplitSpec> split;
+  /// All ranks: dp x tp.
+  int64_t ranks() const { return dp * tp; }
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

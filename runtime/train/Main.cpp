@@ -36,6 +36,7 @@
 #include "PruneChannels.h"
 #include "Sha256.h"
 #include "TensorBoard.h"
+#include "TensorSplit.h"
 #include "SystemMetrics.h"
 #include "Util.h"
 
@@ -317,28 +318,47 @@ int runTraining(int argc, char **argv) {
   const bool lead = rank == 0;
   Alerts alerts(alertConfig, rank);
   SystemMonitor monitor;
-  if (world.size() != config.dp)
-    fail(config.dp > 1
-             ? "this executable trains on " + std::to_string(config.dp) +
-                   " data-parallel ranks (compiled with --mesh dp=" +
-                   std::to_string(config.dp) + "): run it with mpirun -np " +
-                   std::to_string(config.dp) + "; it was started as " +
+  const std::string meshText =
+      config.tp > 1 ? (config.dp > 1 ? "dp=" + std::to_string(config.dp) + "," : "") +
+                          "tp=" + std::to_string(config.tp)
+                    : "dp=" + std::to_string(config.dp);
+  if (world.size() != config.ranks())
+    fail(config.ranks() > 1
+             ? "this executable trains on " + std::to_string(config.ranks()) +
+                   (config.tp > 1 ? " ranks" : " data-parallel ranks") +
+                   " (compiled with --mesh " + meshText +
+                   "): run it with mpirun -np " +
+                   std::to_string(config.ranks()) + "; it was started as " +
                    std::to_string(world.size()) + " rank" +
                    (world.size() == 1 ? "" : "s")
              : "this executable trains on one rank, but " +
                    std::to_string(world.size()) +
                    " were started; compile with --mesh dp=" +
                    std::to_string(world.size()) + " to train on them");
+  // The mesh dp x tp, tp fastest: this rank's groups along each axis (and
+  // the world, for a collective over both).
+  const MeshPosition meshPos = meshPositionOf(config, rank);
+  const int dpIndex = (int)meshPos[0].index;
   comm::MeshCollectives collectives;
-  std::unique_ptr<comm::Communicator> hierarchical;
+  std::unique_ptr<comm::Communicator> dpGroup, tpGroup, hierarchical;
+  comm::Communicator *dpComm = &world;
+  if (config.tp > 1) {
+    dpGroup = world.split((int)meshPos[1].index, dpIndex, "dp");
+    tpGroup = world.split(dpIndex, (int)meshPos[1].index, "tp");
+    dpComm = dpGroup.get();
+    collectives.addAxis("tp", *tpGroup);
+    collectives.addAxis("dp+tp", world);
+  }
   if (config.dp > 1)
-    hierarchical = comm::makeHierarchical(world, (int)opt.ranksPerNode);
-  collectives.addAxis("dp", hierarchical ? *hierarchical : world);
-  if (config.dp > 1)
+    hierarchical = comm::makeHierarchical(*dpComm, (int)opt.ranksPerNode);
+  collectives.addAxis("dp", hierarchical ? *hierarchical : *dpComm);
+  if (config.ranks() > 1)
     for (rt::Program *p : {program.get(), pruned.get()})
       if (p) {
         p->setCollectives(&collectives);
-        p->setBatchShard(rank, config.dp);
+        p->setBatchShard(dpIndex, config.dp);
+        if (!config.split.empty())
+          p->setMeshPosition(meshPos);
       }
   const int64_t globalBatch = config.batchSize * config.dp;
 
@@ -454,7 +474,7 @@ int runTraining(int argc, char **argv) {
   data.open(opt.data, config.data, config.batchSize, "--data",
             /*partialBatch=*/false, dataOptions);
   if (config.dp > 1)
-    data.setShard(rank, config.dp);
+    data.setShard(dpIndex, config.dp); // a tp group reads the same samples
   if (config.loss == "cross-entropy" && config.numClasses)
     data.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
   // --augment: checked against the inputs before the first step.
@@ -518,6 +538,7 @@ int runTraining(int argc, char **argv) {
     auto programFor = [&](int64_t step) -> rt::Program & {
       return pruned && step > config.prune->start ? *pruned : *program;
     };
+    store->setMeshPosition(meshPos);
     bool found = store->resume(programFor, config, got, resumedFrom,
                                [lead](const std::string &line) {
                                  if (lead)
@@ -619,10 +640,11 @@ int runTraining(int argc, char **argv) {
       log.message("data: dropped " + std::to_string(data.dropped()) + " of " +
                   std::to_string(data.arraySamples()) + " samples with NaN/Inf" +
                   (data.dropped() ? " (first: " + data.firstDropped() + ")" : ""));
-    if (config.dp > 1) {
+    if (config.ranks() > 1) {
       // What each rank holds: ZeRO-1 keeps 1/dp of the optimizer state,
       // ZeRO-3 also of the parameters it splits.
-      double weights = 0, state = 0, splitWeights = 0;
+      // Tensor parallelism: each rank's blocks of the split parameters.
+      double weights = 0, state = 0, splitWeights = 0, wholeBytes = 0;
       for (const std::string &n : program->paramNames()) {
         rt::TensorDesc d;
         program->getParamDesc(n, d);
@@ -630,9 +652,19 @@ int runTraining(int argc, char **argv) {
         (opt ? state : weights) += (double)d.bytes();
         if (!opt && config.sharded.count(n))
           splitWeights += (double)d.bytes();
+        auto sp = config.split.find(n);
+        wholeBytes += sp == config.split.end()
+                          ? (double)d.bytes()
+                          : (double)rt::TensorDesc{d.dtype, sp->second.shape}.bytes();
       }
       auto mib = [](double b) { return fmt("%.2f", b / (1024.0 * 1024.0)); };
       std::string part = "1/" + std::to_string(config.dp);
+      if (!config.split.empty())
+        log.message("tensor parallelism (tp=" + std::to_string(config.tp) +
+                    "): this rank holds " + mib(weights + state) + " MiB of the "
+                    "model's " + mib(wholeBytes) + " MiB of parameters and "
+                    "optimizer state (" + std::to_string(config.split.size()) +
+                    " tensors split)");
       log.message("memory per rank: parameters " + mib(weights) + " MiB" +
                   (splitWeights > 0 ? " (ZeRO-3: " + mib(splitWeights) +
                                           " MiB of it is " + part +
@@ -666,10 +698,23 @@ int runTraining(int argc, char **argv) {
       p.lossScale = scaler->state();
     return p;
   };
-  // ZeRO: every rank's blocks of the sharded parameters and state,
-  // gathered into whole tensors (every rank takes part).
+  // ZeRO and tensor parallelism: every rank's blocks of the sharded or
+  // split parameters and state, gathered into whole tensors (every rank
+  // takes part, in the configs' name order).
+  const bool splitParams = !config.sharded.empty() || !config.split.empty();
   auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
+    for (const auto &[name, spec] : config.split) {
+      rt::HostTensor block;
+      std::string err;
+      if (!program->getParam(name, block, err))
+        fail(err);
+      std::vector<char> all(block.bytes() * (size_t)world.size());
+      world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
+                      block.dtype())
+          .wait();
+      whole[name] = joinBlocks(all.data(), block.bytes(), block.dtype(), spec, config);
+    }
     for (const auto &[name, shape] : config.sharded) {
       rt::HostTensor block;
       std::string err;
@@ -705,10 +750,14 @@ int runTraining(int argc, char **argv) {
       ckRanks.rankState.emplace_back(name, std::move(t));
     }
     bool perRank = !config.sharded.empty() || !ckRanks.rankState.empty();
+    // Tensor parallelism: the split parameters whole, on every rank.
+    std::map<std::string, rt::HostTensor> whole;
+    if (!config.split.empty())
+      whole = gatherSharded();
     if (!perRank && !lead)
-      return; // every parameter is replicated: rank 0 writes them
+      return; // rank 0 writes every parameter whole
     std::string path = store->save(*program, config, positionAfter(step),
-                                   perRank ? &ckRanks : nullptr);
+                                   perRank ? &ckRanks : nullptr, &whole);
     log.message("checkpoint: " + path);
   };
 
@@ -974,7 +1023,7 @@ int runTraining(int argc, char **argv) {
       bool evalNow = !opt.evalData.empty() && opt.evalEvery &&
                      (s + 1) % opt.evalEvery == 0 && more;
       std::map<std::string, rt::HostTensor> wholeNow;
-      if (evalNow && !config.sharded.empty())
+      if (evalNow && splitParams)
         wholeNow = gatherSharded(); // every rank: the evaluator is rank 0's
       if (evaluator && evalNow) {
         auto t0 = rt::TraceRecorder::Clock::now();
@@ -1012,7 +1061,7 @@ int runTraining(int argc, char **argv) {
       // A signal stops every rank after the same step: the ranks agree on
       // it (a rank that went on alone would wait for the others forever).
       int stopSig = gStopSignal;
-      if (config.dp > 1)
+      if (config.ranks() > 1)
         world.allReduce(&stopSig, &stopSig, 1, rt::DType::I32, comm::ReduceOp::Max)
             .wait();
       if (stopSig) {
@@ -1037,7 +1086,7 @@ int runTraining(int argc, char **argv) {
   }
 
   std::map<std::string, rt::HostTensor> wholeEnd;
-  if ((!opt.exportOnnx.empty() || !opt.evalData.empty()) && !config.sharded.empty())
+  if ((!opt.exportOnnx.empty() || !opt.evalData.empty()) && splitParams)
     wholeEnd = gatherSharded(); // every rank: export and eval are rank 0's
   if (!opt.exportOnnx.empty() && lead) {
     // After the switch the state is the smaller model's, and so is the

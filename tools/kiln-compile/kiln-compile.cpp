@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 using namespace kiln;
 
@@ -95,8 +96,16 @@ cl::opt<long long, false, IntParser> batchSize(
 cl::opt<std::string> mesh("mesh",
                           cl::desc("the device mesh: dp=N trains on N ranks "
                                    "(mpirun -np N), each on batch-size / N "
-                                   "samples of every global batch"),
-                          cl::value_desc("dp=N"), cl::cat(kilnCategory));
+                                   "samples of every global batch; tp=M splits "
+                                   "the parameters --shard names over M ranks "
+                                   "(dp=N,tp=M: N x M ranks)"),
+                          cl::value_desc("dp=N[,tp=M]"), cl::cat(kilnCategory));
+cl::list<std::string> shardSpecs(
+    "shard",
+    cl::desc("hold the parameters (or inputs) whose ONNX name matches REGEX "
+             "split as SPEC: one entry per dimension, tp or - (whole), e.g. "
+             "'fc1.weight=tp,-' (repeatable)"),
+    cl::value_desc("REGEX=SPEC"), cl::cat(kilnCategory));
 cl::opt<double> bucketMB(
     "bucket-mb",
     cl::desc("with --mesh dp=N: gradients travel in buckets of at most this "
@@ -312,11 +321,21 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
         tool::parseInt("--dim", value, 0, tool::kMaxDimFlag);
   }
   if (mesh.getNumOccurrences()) {
-    auto [axis, value] = tool::splitNameValue("--mesh", mesh, "dp=N");
-    if (axis != "dp")
-      die("--mesh: the only mesh axis so far is dp (data parallelism), got '" +
-          axis + "'");
-    opts.dp = tool::parseInt("--mesh dp", value, 1, int64_t(1) << 20);
+    llvm::SmallVector<llvm::StringRef> axes;
+    llvm::StringRef(mesh).split(axes, ',');
+    std::set<std::string> seen;
+    for (llvm::StringRef a : axes) {
+      auto [axis, value] = tool::splitNameValue("--mesh", a.trim().str(), "dp=N[,tp=M]");
+      if (axis != "dp" && axis != "tp")
+        die("--mesh: mesh axes are dp (data parallelism) and tp (tensor "
+            "parallelism), got '" + axis + "'");
+      if (!seen.insert(axis).second)
+        die("--mesh: axis " + axis + " appears twice");
+      (axis == "dp" ? opts.dp : opts.tp) =
+          tool::parseInt("--mesh " + axis, value, 1, int64_t(1) << 20);
+    }
+    if (opts.dp * opts.tp > (int64_t(1) << 20))
+      die("--mesh " + mesh + ": more than 2^20 ranks");
     if (opts.dp > 1 && !batchSize.getNumOccurrences())
       die("--mesh dp=" + std::to_string(opts.dp) +
           " needs --batch-size (the global batch)");
@@ -325,6 +344,15 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           " does not divide over --mesh dp=" + std::to_string(opts.dp) +
           " ranks");
   }
+  for (const std::string &a : shardSpecs) {
+    if (a.find(';') != std::string::npos || a.find('=') == std::string::npos)
+      die("--shard '" + a + "' is not REGEX=SPEC (SPEC: one entry per "
+          "dimension, tp or -, e.g. fc1.weight=tp,-)");
+    opts.shard.push_back(a);
+  }
+  if (!opts.shard.empty() && opts.tp < 2)
+    die("--shard splits parameters over the tensor-parallel ranks: it needs "
+        "--mesh tp=M (or dp=N,tp=M) with M > 1");
   opts.gradCompression = gradCompression;
   if (!(bucketMB >= 0) || !(bucketMB <= 1e6))
     die("--bucket-mb must be in [0, 1e6] MiB, got " + std::to_string(bucketMB));
@@ -557,6 +585,8 @@ int main(int argc, char **argv) {
   TrainCompileResult r;
   if (!compileONNXToTraining(model, opts, r))
     die(model + ": " + r.error);
+  for (const std::string &w : r.warnings)
+    llvm::errs() << "kiln-compile: warning: " << w << "\n";
 
   if (emit == "mlir") {
     writeAtomically(out, r.mlir, false);
@@ -592,6 +622,12 @@ int main(int argc, char **argv) {
   writeAtomically(out, bytes, true);
   if (!r.pruneSummary.empty())
     llvm::errs() << "kiln-compile: " << r.pruneSummary << "\n";
+  if (opts.tp > 1)
+    llvm::errs() << llvm::format(
+        "kiln-compile: tensor parallelism over tp=%lld: each rank holds %.2f "
+        "MiB of the model's %.2f MiB of parameters and optimizer state\n",
+        (long long)opts.tp, r.rankParamBytes / 1048576.0,
+        r.modelParamBytes / 1048576.0);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.1f MiB, compiled in %.1f s)\n",
                                out.c_str(), r.trainArenaBytes / 1048576.0, secs);

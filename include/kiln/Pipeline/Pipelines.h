@@ -61,6 +61,14 @@ struct TrainCompileOptions {
   /// batchSize / dp samples, and --kiln-data-parallel averages the
   /// gradients and the loss over the ranks.
   int64_t dp = 1;
+  /// Ranks on the tensor-parallel mesh axis (--mesh dp=N,tp=M): tp groups
+  /// of consecutive ranks inside dp; the world is dp x tp ranks. Each rank
+  /// holds its block of the parameters `shard` splits over tp.
+  int64_t tp = 1;
+  /// User shardings (--shard REGEX=SPEC, one per entry): the parameters
+  /// (or inputs) whose ONNX name matches REGEX are held as SPEC, one entry
+  /// per dimension, `tp` or `-` (whole).
+  std::vector<std::string> shard;
   /// The gradient all-reduces' wire format with dp > 1: none, bf16, fp16 or
   /// int8 (--grad-compression).
   std::string gradCompression = "none";
@@ -151,7 +159,12 @@ struct TrainCompileResult {
   /// before and after.
   int64_t paramsBefore = 0, paramsAfter = 0;
   std::string error, stage;
+  /// Warnings to show (one line each), e.g. a --shard that matches nothing.
+  std::vector<std::string> warnings;
   int64_t trainArenaBytes = 0;
+  /// Parameter bytes of one rank's plan and of the whole model (they
+  /// differ under tensor parallelism and ZeRO-3).
+  int64_t rankParamBytes = 0, modelParamBytes = 0;
   /// With --prune l1-channel --prune-at S > 0: the smaller model's
   /// compilation (its plans, config and pruned ONNX), which the run
   /// switches to after step S (the payload's "then" part).

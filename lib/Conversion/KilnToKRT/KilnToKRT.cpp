@@ -96,9 +96,25 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
     return grid.emitOpError()
            << "has no " << kiln::KilnDialect::getAxisNamesAttrName()
            << ": the runtime finds a collective's group by its axis name";
-  if (axes.size() != 1 || axes[0] < 0 || (size_t)axes[0] >= names.size())
-    return op->emitOpError() << "cannot be lowered to the runtime: it works "
-                                "over one grid axis only for now";
+  // Over several axes: the group of all of them, named by their names
+  // joined with '+' in grid order (the runtime builds one communicator per
+  // set of axes).
+  if (axes.empty())
+    return op->emitOpError() << "cannot be lowered to the runtime: it names "
+                                "no grid axis";
+  std::string axisName;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    if (axes[k] < 0 || (size_t)axes[k] >= names.size())
+      return op->emitOpError() << "names grid axis " << axes[k]
+                               << ", which the grid does not have";
+    if (k && axes[k] <= axes[k - 1])
+      return op->emitOpError() << "cannot be lowered to the runtime: its grid "
+                                  "axes must be in increasing order";
+    axisName += (k ? "+" : "") + cast<StringAttr>(names[axes[k]]).getValue().str();
+  }
+  if (axes.size() > 1 && !ar && !start)
+    return op->emitOpError() << "cannot be lowered to the runtime: only an "
+                                "all-reduce works over several grid axes";
   // Shape and element type of a one-tensor collective: the operand may
   // already be a converted (memref) function argument. (A bucket's start
   // and wait are checked by the dist verifiers.)
@@ -111,21 +127,23 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
                                   "result type must be the input's";
   }
   Builder b(op->getContext());
-  NamedAttribute axis = b.getNamedAttr("axis", cast<StringAttr>(names[axes[0]]));
-  // Blocks along axis 0 are contiguous: the kernels split and join there.
+  NamedAttribute axis = b.getNamedAttr("axis", b.getStringAttr(axisName));
+  // The kernels split and join along any dimension (`dim`).
+  std::optional<NamedAttribute> dimAttr;
   if (rs || ag || sl) {
     APInt dim = rs ? rs.getScatterAxis() : ag ? ag.getGatherAxis() : sl.getSliceAxis();
-    if (!dim.isZero())
-      return op->emitOpError() << "cannot be lowered to the runtime: it splits "
-                                  "or joins along axis "
-                               << dim.getZExtValue() << "; the kernels take axis 0";
     auto inT = cast<ShapedType>(op->getOperand(0).getType());
     auto outT = cast<ShapedType>(op->getResult(0).getType());
+    if (dim.getZExtValue() >= (uint64_t)inT.getRank())
+      return op->emitOpError() << "splits or joins along dimension "
+                               << dim.getZExtValue() << " of a rank-"
+                               << inT.getRank() << " tensor";
     if (inT.getElementType() != outT.getElementType())
       return op->emitOpError() << "cannot be lowered to the runtime: the "
                                   "element types differ";
+    dimAttr = b.getNamedAttr("dim", b.getI64IntegerAttr(dim.getZExtValue()));
     if (ag || sl)
-      return b.getDictionaryAttr({axis});
+      return b.getDictionaryAttr({axis, *dimAttr});
   }
   if (bc) {
     if (bc.getRoot().size() != 1 || !bc.getRootDynamic().empty())
@@ -159,7 +177,9 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
     return op->emitOpError() << "cannot be lowered to the runtime: an average "
                                 "needs floating-point values";
   NamedAttribute red = b.getNamedAttr("reduction", b.getStringAttr(reduction));
-  if (wait || rs)
+  if (rs)
+    return b.getDictionaryAttr({axis, *dimAttr, red});
+  if (wait)
     return b.getDictionaryAttr({axis, red});
   StringAttr wire =
       ar ? op->getAttrOfType<StringAttr>(

@@ -22,6 +22,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 using namespace kiln;
@@ -202,6 +203,97 @@ bool hasManifestType(Attribute a, manifest::AttrType t) {
 /// every parameter is declared with its type and every required one present.
 /// A mismatch is the compiler's bug (the lowering emits the op's own
 /// attributes), so it is reported as an internal error at the op.
+/// A parameter held split (`kiln.sharding`, tensor parallelism) as one
+/// block per rank position: `whole` (the value's bytes, row-major) cut into
+/// the blocks of `local` (this rank's type), block b being the block at
+/// index b of the axes that split it, linearised in order of appearance
+/// (the first outermost), as the runtime picks it (Program::setMeshPosition).
+/// `axes` receives their names and `blocks` their count (1: not split).
+LogicalResult splitIntoBlocks(func::FuncOp func, const std::string &name,
+                              ArrayAttr sharding, MemRefType local,
+                              const std::string &whole, std::string &out,
+                              llvm::json::Array &axes, int64_t &blocks) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      func, StringAttr::get(func.getContext(), "kiln_mesh"));
+  auto names = grid ? grid->getAttrOfType<ArrayAttr>(
+                          KilnDialect::getAxisNamesAttrName())
+                    : ArrayAttr();
+  if (!names)
+    return func.emitOpError() << "parameter '" << name
+                              << "' is split, but the module has no @kiln_mesh "
+                                 "with axis names";
+  ArrayRef<int64_t> shape = local.getShape();
+  if ((int64_t)sharding.size() != local.getRank())
+    return func.emitOpError() << "parameter '" << name << "': its sharding has "
+                              << sharding.size() << " dimensions, its type "
+                              << local.getRank();
+  // Per dimension, its axes' sizes; the order of all axes.
+  SmallVector<SmallVector<int64_t>> dimAxes(shape.size());
+  SmallVector<int64_t> sizes; // of each axis in order of appearance
+  blocks = 1;
+  for (auto [d, dim] : llvm::enumerate(sharding))
+    for (Attribute a : cast<ArrayAttr>(dim)) {
+      int64_t k = -1;
+      for (auto [i, n] : llvm::enumerate(names))
+        if (n == a)
+          k = i;
+      if (k < 0)
+        return func.emitOpError() << "parameter '" << name << "' is split over "
+                                  << a << ", which the mesh does not have";
+      dimAxes[d].push_back((int64_t)sizes.size());
+      sizes.push_back(grid.getShape()[k]);
+      axes.push_back(cast<StringAttr>(a).getValue().str());
+      blocks *= grid.getShape()[k];
+    }
+  int64_t elt = local.getElementTypeBitWidth() / 8, localBytes = elt;
+  SmallVector<int64_t> wholeShape(shape);
+  for (auto [d, list] : llvm::enumerate(dimAxes))
+    for (int64_t k : list)
+      wholeShape[d] *= sizes[k];
+  for (int64_t n : shape)
+    localBytes *= n;
+  if ((int64_t)whole.size() != localBytes * blocks)
+    return func.emitOpError() << "parameter '" << name << "' has " << whole.size()
+                              << " bytes, its " << blocks << " blocks need "
+                              << localBytes * blocks;
+  out.assign(whole.size(), '\0');
+  // Row-major strides of the whole tensor, in bytes.
+  SmallVector<int64_t> stride(shape.size(), elt);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * wholeShape[d + 1];
+  SmallVector<int64_t> coord(sizes.size());
+  for (int64_t b = 0; b < blocks; ++b) {
+    // Block b's coordinate on each axis (the last axis fastest).
+    for (int64_t k = (int64_t)sizes.size() - 1, r = b; k >= 0; --k) {
+      coord[k] = r % sizes[k];
+      r /= sizes[k];
+    }
+    SmallVector<int64_t> offset(shape.size(), 0);
+    for (auto [d, list] : llvm::enumerate(dimAxes)) {
+      int64_t idx = 0;
+      for (int64_t k : list)
+        idx = idx * sizes[k] + coord[k];
+      offset[d] = idx * shape[d];
+    }
+    // Copy the block's rows (runs of its last dimension).
+    char *dst = out.data() + b * localBytes;
+    int64_t rank = shape.size();
+    int64_t run = (rank ? shape[rank - 1] : 1) * elt;
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < rank; ++d)
+      rows *= shape[d];
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = rank ? offset[rank - 1] * elt : 0;
+      for (int64_t d = rank - 2, q = r; d >= 0; --d) {
+        at += (offset[d] + q % shape[d]) * stride[d];
+        q /= shape[d];
+      }
+      std::memcpy(dst + r * run, whole.data() + at, run);
+    }
+  }
+  return success();
+}
+
 LogicalResult checkAgainstManifest(krt::LaunchOp l) {
   auto internal = [&]() {
     return l.emitOpError() << "internal error: kernel '" << l.getKernel()
@@ -315,7 +407,10 @@ LogicalResult PlanWriter::write(std::string &out) {
                                     << "' has no value to write";
         auto whole = func.getArgAttrOfType<DenseI64ArrayAttr>(
             arg.getArgNumber(), KilnDialect::getShardedShapeAttrName());
+        auto split = func.getArgAttrOfType<ArrayAttr>(
+            arg.getArgNumber(), KilnDialect::getShardingAttrName());
         int64_t blocks = 1;
+        std::string data;
         if (whole) {
           // Split over the dp ranks (ZeRO-3): every rank's block of the
           // flattened value, zero-padded; each rank loads its own.
@@ -326,18 +421,30 @@ LogicalResult PlanWriter::write(std::string &out) {
                    << "parameter '" << argName
                    << "' is sharded, but the module has no 1-axis @kiln_mesh";
           blocks = grid.getShape()[0];
+          if ((int64_t)it->second.size() > bytes * blocks)
+            return func.emitOpError()
+                   << "parameter '" << argName << "' has " << it->second.size()
+                   << " bytes, its type needs " << bytes << " in each of "
+                   << blocks << " blocks";
+          data = it->second;
+          data.resize(bytes * blocks, '\0');
+        } else if (split) {
+          // Split over mesh axes (tensor parallelism): every rank's block of
+          // the value, in the order of `block_axes`; each rank loads its own.
+          llvm::json::Array axes;
+          if (failed(splitIntoBlocks(func, argName, split,
+                                     cast<MemRefType>(arg.getType()), it->second,
+                                     data, axes, blocks)))
+            return failure();
+          if (blocks > 1)
+            (*e)["block_axes"] = std::move(axes);
+        } else {
+          if ((int64_t)it->second.size() != bytes)
+            return func.emitOpError() << "parameter '" << argName << "' has "
+                                      << it->second.size() << " bytes, its type "
+                                      << "needs " << bytes;
+          data = it->second;
         }
-        if ((int64_t)it->second.size() > bytes * blocks ||
-            (!whole && (int64_t)it->second.size() != bytes))
-          return func.emitOpError() << "parameter '" << argName << "' has "
-                                    << it->second.size() << " bytes, its type "
-                                    << "needs " << bytes
-                                    << (whole ? " in each of " +
-                                                    std::to_string(blocks) +
-                                                    " blocks"
-                                              : std::string());
-        std::string data = it->second;
-        data.resize(bytes * blocks, '\0');
         (*e)["data_offset"] = addBlob(data);
         if (blocks > 1)
           (*e)["blocks"] = blocks;

@@ -45,9 +45,12 @@ func.func @unnamed(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4
 
 // -----
 
+// Over several grid axes: the group of all of them, by their names joined
+// with '+' (the runtime's communicator of both).
+// CHECK-LABEL: func.func @two_axes
+// CHECK: krt.launch "all_reduce" ins(%{{.*}} : memref<4xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp+tp", compression = "none", reduction = "sum"}}
 shard.grid @mesh(shape = 2x2) {kiln.axis_names = ["dp", "tp"]}
 func.func @two_axes(%w: tensor<4xf32> {kiln.param, onnx.name = "w"}) -> (tensor<4xf32> {onnx.name = "g"}) {
-  // expected-error @+1 {{cannot be lowered to the runtime: it works over one grid axis only for now}}
   %a = shard.all_reduce %w on @mesh grid_axes = [0, 1] reduction = sum : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
@@ -101,20 +104,19 @@ func.func @bucket(%a: tensor<4x2xf32> {kiln.param, onnx.name = "a"}, %b: tensor<
 // -----
 
 shard.grid @mesh(shape = 2x2) {kiln.axis_names = ["dp", "tp"]}
-func.func @bucket_axes(%a: tensor<4xf32> {kiln.param, onnx.name = "a"}) -> (tensor<4xf32> {onnx.name = "r"}) {
-  // expected-error @+1 {{cannot be lowered to the runtime: it works over one grid axis only for now}}
-  %t = dist.all_reduce_start %a on @mesh grid_axes = [0, 1] reduction = sum : tensor<4xf32> -> !dist.bucket<4 x f32>
-  %r = dist.all_reduce_wait %t : !dist.bucket<4 x f32> -> tensor<4xf32>
-  return %r : tensor<4xf32>
+func.func @gather_axes(%a: tensor<4xf32> {kiln.param, onnx.name = "a"}) -> (tensor<16xf32> {onnx.name = "r"}) {
+  // expected-error @+1 {{cannot be lowered to the runtime: only an all-reduce works over several grid axes}}
+  %g = shard.all_gather %a on @mesh grid_axes = [0, 1] gather_axis = 0 : tensor<4xf32> -> tensor<16xf32>
+  return %g : tensor<16xf32>
 }
 
 // -----
 
 // ZeRO's collectives: blocks along axis 0.
 // CHECK-LABEL: func.func @zero
-// CHECK: krt.launch "reduce_scatter" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp", reduction = "average"}}
-// CHECK: krt.launch "all_slice" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp"}}
-// CHECK: krt.launch "all_gather" ins(%{{.*}} : memref<4xf32>) outs(%{{.*}} : memref<8xf32>) {params = {axis = "dp"}}
+// CHECK: krt.launch "reduce_scatter" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp", dim = 0 : i64, reduction = "average"}}
+// CHECK: krt.launch "all_slice" ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<4xf32>) {params = {axis = "dp", dim = 0 : i64}}
+// CHECK: krt.launch "all_gather" ins(%{{.*}} : memref<4xf32>) outs(%{{.*}} : memref<8xf32>) {params = {axis = "dp", dim = 0 : i64}}
 shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
 func.func @zero(%w: tensor<8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<8xf32> {onnx.name = "r"}, tensor<4xf32> {onnx.name = "s"}) {
   %g = kiln.mul %w, %w : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
@@ -127,9 +129,15 @@ func.func @zero(%w: tensor<8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<8xf3
 
 // -----
 
-shard.grid @mesh(shape = 2) {kiln.axis_names = ["dp"]}
-func.func @zero_axis(%w: tensor<2x8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<2x4xf32> {onnx.name = "r"}) {
-  // expected-error @+1 {{cannot be lowered to the runtime: it splits or joins along axis 1; the kernels take axis 0}}
+// Tensor parallelism's collectives split and join along any dimension.
+// CHECK-LABEL: func.func @inner_dims
+// CHECK: krt.launch "all_slice" ins(%{{.*}} : memref<2x8xf32>) outs(%{{.*}} : memref<2x4xf32>) {params = {axis = "tp", dim = 1 : i64}}
+// CHECK: krt.launch "all_gather" ins(%{{.*}} : memref<2x4xf32>) outs(%{{.*}} : memref<2x8xf32>) {params = {axis = "tp", dim = 1 : i64}}
+// CHECK: krt.launch "reduce_scatter" ins(%{{.*}} : memref<2x8xf32>) outs(%{{.*}} : memref<2x4xf32>) {params = {axis = "tp", dim = 1 : i64, reduction = "sum"}}
+shard.grid @mesh(shape = 2) {kiln.axis_names = ["tp"]}
+func.func @inner_dims(%w: tensor<2x8xf32> {kiln.param, onnx.name = "w"}) -> (tensor<2x8xf32> {onnx.name = "r"}, tensor<2x4xf32> {onnx.name = "s"}) {
   %sl = shard.all_slice %w on @mesh grid_axes = [0] slice_axis = 1 : tensor<2x8xf32> -> tensor<2x4xf32>
-  return %sl : tensor<2x4xf32>
+  %ag = shard.all_gather %sl on @mesh grid_axes = [0] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x8xf32>
+  %rs = shard.reduce_scatter %ag on @mesh grid_axes = [0] reduction = sum scatter_axis = 1 : tensor<2x8xf32> -> tensor<2x4xf32>
+  return %ag, %rs : tensor<2x8xf32>, tensor<2x4xf32>
 }

@@ -6,8 +6,11 @@
 // one update op per trained parameter (docs/Training.md).
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Sharding.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <map>
 
 #include <limits>
 
@@ -25,6 +28,27 @@ Value scalar(OpBuilder &b, Location loc, Type elt, double x) {
   auto t = RankedTensorType::get({}, elt);
   return kiln::ConstantOp::create(b, loc,
                                   DenseElementsAttr::get(t, b.getFloatAttr(elt, x)));
+}
+
+/// The mesh axes (indices into @kiln_mesh) a value held as `sharding`
+/// (`kiln.sharding`: per dimension, axis names) is split over, in order of
+/// appearance; empty for a whole value or without a mesh.
+SmallVector<shard::GridAxis> splitAxes(ModuleOp m, Attribute sharding) {
+  SmallVector<shard::GridAxis> out;
+  auto dims = dyn_cast_or_null<ArrayAttr>(sharding);
+  auto grid = m.lookupSymbol<shard::GridOp>(kiln::sharding::kMeshName);
+  auto names = grid ? grid->getAttrOfType<ArrayAttr>(
+                          kiln::KilnDialect::getAxisNamesAttrName())
+                    : ArrayAttr();
+  if (!dims || !names)
+    return out;
+  for (Attribute d : dims)
+    if (auto axes = dyn_cast<ArrayAttr>(d))
+      for (Attribute a : axes)
+        for (auto [k, n] : llvm::enumerate(names))
+          if (n == a && !llvm::is_contained(out, (shard::GridAxis)k))
+            out.push_back((shard::GridAxis)k);
+  return out;
 }
 
 struct AttachOptimizerPass
@@ -72,12 +96,20 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
     return n ? n.getValue().str() : "arg" + std::to_string(i);
   };
-  auto addArg = [&](Type t, StringRef argName, bool state) {
+  // A parameter split over mesh axes (tensor parallelism: partitioned
+  // before this pass) keeps its state split the same way.
+  auto shardingOf = [&](unsigned i) {
+    return f.getArgAttr(i, kiln::KilnDialect::getShardingAttrName());
+  };
+  auto addArg = [&](Type t, StringRef argName, bool state,
+                    Attribute sharding = {}) {
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, argName));
     if (state)
       kiln::addParamAttrs(ctx, a, kiln::ParamRole::Optimizer,
                           kiln::ParamInit::Zeros);
+    if (sharding)
+      a.set(kiln::KilnDialect::getShardingAttrName(), sharding);
     unsigned at = f.getNumArguments();
     (void)f.insertArgument(at, t, a.getDictionary(ctx), loc);
     return f.getArgument(at);
@@ -94,10 +126,10 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     Slot s{i, g, {}};
     Type t = f.getArgument(i).getType();
     if (optimizer == OptimizerKind::Momentum)
-      s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true));
+      s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true, shardingOf(i)));
     if (optimizer == OptimizerKind::Adam || optimizer == OptimizerKind::AdamW) {
-      s.state.push_back(addArg(t, name(i) + "/exp_avg", true));
-      s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true));
+      s.state.push_back(addArg(t, name(i) + "/exp_avg", true, shardingOf(i)));
+      s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true, shardingOf(i)));
     }
     slots.push_back(s);
   }
@@ -127,8 +159,13 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
       s.grad = kiln::MulOp::create(b, loc, s.grad, c);
     }
   }
-  // Global L2 norm of all gradients.
+  // Global L2 norm of all gradients. A gradient split over mesh axes
+  // (its parameter's kiln.sharding) holds a part of the whole on each
+  // rank: the sums of squares of the gradients split over the same axes
+  // are added, then summed over those axes' ranks (one all-reduce per set
+  // of axes); a replicated gradient counts once.
   Value total;
+  std::map<SmallVector<shard::GridAxis>, Value> splitTotals;
   Type normElt = cast<RankedTensorType>(grads[0].second.getType()).getElementType();
   for (auto &s : slots) {
     auto t = cast<RankedTensorType>(s.grad.getType());
@@ -143,7 +180,15 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
                     : kiln::MulOp::create(b, loc, s.grad, s.grad).getResult();
     if (t.getElementType() != normElt)
       sum = kiln::CastOp::create(b, loc, RankedTensorType::get({}, normElt), sum);
-    total = total ? kiln::AddOp::create(b, loc, total, sum).getResult() : sum;
+    SmallVector<shard::GridAxis> over =
+        splitAxes(f->getParentOfType<ModuleOp>(), shardingOf(s.param));
+    Value &acc = over.empty() ? total : splitTotals[over];
+    acc = acc ? kiln::AddOp::create(b, loc, acc, sum).getResult() : sum;
+  }
+  for (auto &[axes, part] : splitTotals) {
+    Value all = shard::AllReduceOp::create(b, loc, part, kiln::sharding::kMeshName,
+                                           axes, shard::ReductionKind::Sum);
+    total = total ? kiln::AddOp::create(b, loc, total, all).getResult() : all;
   }
   Value norm = kiln::SqrtOp::create(b, loc, total);
   // A step with a non-finite gradient anywhere: its sum of squares is Inf or
@@ -188,6 +233,8 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, name(arg)));
     a.set(kiln::KilnDialect::getUpdateAttrName(), b.getI64IntegerAttr(arg));
+    if (Attribute sh = shardingOf(arg))
+      a.set(kiln::KilnDialect::getShardingAttrName(), sh);
     attrs.push_back(a.getDictionary(ctx));
   };
   auto f32Attr = [&](double x) { return b.getF32FloatAttr(x); };

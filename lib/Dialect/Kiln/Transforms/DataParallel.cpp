@@ -38,7 +38,12 @@ struct DataParallelPass
           << wire << "'";
       return signalPassFailure();
     }
-    if (dp == 1)
+    if (tp < 1) {
+      m.emitError("--kiln-data-parallel: tp must be at least 1, got ")
+          << (int64_t)tp;
+      return signalPassFailure();
+    }
+    if (dp == 1 && tp == 1 && shard.empty())
       return;
     auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
     if (!f || f.isExternal()) {
@@ -59,8 +64,16 @@ struct DataParallelPass
 
     OpPassManager pm(ModuleOp::getOperationName());
     kiln::KilnShardPassOptions so;
-    so.mesh = "dp=" + std::to_string((int64_t)dp);
+    // dp outermost, tp inside: a tp group is consecutive ranks.
+    std::string meshText;
+    if (dp > 1 || tp == 1)
+      meshText = "dp=" + std::to_string((int64_t)dp);
+    if (tp > 1)
+      meshText += (meshText.empty() ? "" : ",") + ("tp=" + std::to_string((int64_t)tp));
+    so.mesh = meshText;
     so.batchAxis = "dp";
+    so.shard = shard;
+    so.warnUnmatched = true;
     so.func = kiln::kTrainStepFuncName;
     pm.addPass(kiln::createKilnShardPass(so));
     pm.addPass(kiln::createKilnShardPropagationPass());
@@ -70,11 +83,13 @@ struct DataParallelPass
 
     if (wire == "none")
       return;
-    // Compression: the gradients' own all-reduces (the loss's stays exact).
+    // Compression: the gradients' own all-reduces over dp (the loss's
+    // stays exact, and so do tp's partial sums).
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       auto ar = v.getDefiningOp<shard::AllReduceOp>();
-      if (ar && kiln::getGradOf(resAttrs[i]) &&
+      if (ar && ar.getGridAxes().size() == 1 && ar.getGridAxes()[0] == 0 &&
+          dp > 1 && kiln::getGradOf(resAttrs[i]) &&
           cast<ShapedType>(v.getType()).getElementType().isF32())
         ar->setAttr(kiln::KilnDialect::getCompressionAttrName(),
                     StringAttr::get(&getContext(), wire));

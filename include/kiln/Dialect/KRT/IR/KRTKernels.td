@@ -39,7 +39,8 @@ def KRT_CopyKernel : KRT_Kernel<"copy"> {
 
 def KRT_AllReduceKernel : KRT_Kernel<"all_reduce"> {
   let summary = "the reduction (sum, max, min or average) of the input over "
-                "the ranks of the mesh axis `axis`, in every rank's output; "
+                "the ranks of the mesh axis `axis` (axes joined by `+`, as "
+                "dp+tp: the ranks of all of them), in every rank's output; "
                 "--kiln-lower-to-runtime lowers shard.all_reduce to it, and "
                 "the runtime runs it on the executable's communicator (one "
                 "rank: a copy), in the wire format `compression` (none, "
@@ -73,27 +74,30 @@ def KRT_AllReduceWaitKernel : KRT_Kernel<"all_reduce_wait"> {
 }
 
 def KRT_ReduceScatterKernel : KRT_Kernel<"reduce_scatter"> {
-  let summary = "this rank's block, along axis 0, of the reduction (sum, max, "
-                "min or average) of the input over the ranks of mesh axis "
-                "`axis`; the input holds one block per rank. Lowered from "
-                "shard.reduce_scatter (scatter_axis 0)";
-  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis);
+  let summary = "this rank's block, along dimension `dim`, of the reduction "
+                "(sum, max, min or average) of the input over the ranks of "
+                "mesh axis `axis`; the input holds one block per rank. "
+                "Lowered from shard.reduce_scatter (dim: its scatter_axis)";
+  let arguments = (ins AnyType:$input, StrAttr:$reduction, StrAttr:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$dim);
   let results = (outs AnyType:$output);
 }
 
 def KRT_AllGatherKernel : KRT_Kernel<"all_gather"> {
   let summary = "the inputs of the ranks of mesh axis `axis`, concatenated "
-                "along axis 0 in rank order. Lowered from shard.all_gather "
-                "(gather_axis 0)";
-  let arguments = (ins AnyType:$input, StrAttr:$axis);
+                "along dimension `dim` in rank order. Lowered from "
+                "shard.all_gather (dim: its gather_axis)";
+  let arguments = (ins AnyType:$input, StrAttr:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$dim);
   let results = (outs AnyType:$output);
 }
 
 def KRT_AllSliceKernel : KRT_Kernel<"all_slice"> {
-  let summary = "this rank's block, along axis 0, of an input every rank of "
-                "mesh axis `axis` holds alike (no communication). Lowered "
-                "from shard.all_slice (slice_axis 0)";
-  let arguments = (ins AnyType:$input, StrAttr:$axis);
+  let summary = "this rank's block, along dimension `dim`, of an input every "
+                "rank of mesh axis `axis` holds alike (no communication). "
+                "Lowered from shard.all_slice (dim: its slice_axis)";
+  let arguments = (ins AnyType:$input, StrAttr:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$dim);
   let results = (outs AnyType:$output);
 }
 

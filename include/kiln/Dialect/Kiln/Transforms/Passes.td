@@ -359,10 +359,23 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
     that format with error feedback (runtime/comm/Compression.h). The
     loss's all-reduce is never compressed.
 
-    With `dp` = 1 it does nothing.
+    Tensor parallelism (`tp` > 1) adds a `tp` axis inside `dp` (the mesh is
+    dp=N,tp=M, consecutive ranks in one tp group, as Megatron-LM places
+    them) and `shard` seeds the user's annotations (`--kiln-shard`'s
+    REGEX=SPEC;...): a parameter split over tp is held split, its gradient
+    and update too, and the rules put the all-reduces of partial sums,
+    the all-gathers and the local slices where the split computation needs
+    them. A `shard` annotation that matches no argument is a warning
+    naming it.
+
+    With `dp` = `tp` = 1 and no `shard` it does nothing.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "ranks on the dp axis">,
+    Option<"tp", "tp", "int64_t", "1", "ranks on the tp axis (inside dp)">,
+    Option<"shard", "shard", "std::string", "\"\"",
+           "user shardings of parameters and inputs: REGEX=SPEC;... "
+           "(SPEC: one entry per dimension, tp or -)">,
     Option<"compression", "compression", "std::string", "\"none\"",
            "wire format of the gradient all-reduces: none, bf16, fp16 or "
            "int8 (error feedback; kiln.compression on each)">,
@@ -449,6 +462,9 @@ def KilnShardPass : Pass<"kiln-shard", "mlir::ModuleOp"> {
            "user shardings of arguments: REGEX=SPEC;... (SPEC: tp,- ...)">,
     Option<"func", "func", "std::string", "\"\"",
            "the one function to seed (default: every function)">,
+    Option<"warnUnmatched", "warn-unmatched", "bool", "false",
+           "an annotation that matches no argument is a warning, not an "
+           "error">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -214,6 +214,11 @@ void ShardPass::runOnOperation() {
   }
   for (Annotation &a : annotations)
     if (!a.matched) {
+      if (warnUnmatched) {
+        m.emitWarning() << "--shard '" << a.regex
+                        << "' matches no parameter or input name; it is ignored";
+        continue;
+      }
       m.emitError() << "--kiln-shard: '" << a.regex
                     << "' matches no argument's onnx.name";
       return signalPassFailure();

@@ -131,6 +131,16 @@ public:
   /// This rank holds slice `index` of `count` of every batch along axis 0
   /// (ExecContext::batchShardIndex); 0 of 1 by default.
   void setBatchShard(int64_t index, int64_t count);
+  /// This rank's position on the mesh: each axis's name, this rank's index
+  /// on it and its size. Every parameter split over mesh axes (`block_axes`
+  /// in the plan, tensor parallelism) starts from the block at this
+  /// position; throws Error for an axis the position lacks or a block
+  /// count that does not match.
+  struct MeshAxisPosition {
+    std::string axis;
+    int64_t index = 0, size = 1;
+  };
+  void setMeshPosition(const std::vector<MeshAxisPosition> &position);
   /// Records every kernel a run executes while `trace` is enabled (its
   /// name, the ONNX node, the step index); null (the default) records
   /// nothing. Not owned; must outlive runs.

@@ -23,10 +23,11 @@ constexpr int64_t kTrainConfigVersion = 1;
 
 /// The JSON object a field belongs to: the top level, "optimizer",
 /// "schedule", "mesh", "loss_scale", "prune", "qat", each element of "data",
-/// of "qat"'s "sites" or of "prune"'s "channels".
+/// of "qat"'s "sites" or of "prune"'s "channels", each value of "mesh"'s
+/// "split".
 enum class TrainConfigObject {
   Top, Optimizer, Schedule, Mesh, LossScale, Prune, Qat, Data, QatSite,
-  PruneChannel
+  PruneChannel, MeshSplit
 };
 enum class JsonType { String, Integer, Number, Boolean, Array, Object };
 
@@ -77,6 +78,10 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(MeshDp, Mesh, "dp", Integer, false, false, 1)                              \
   X(MeshZero, Mesh, "zero", Integer, false, false, 0)                          \
   X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)               \
+  X(MeshTp, Mesh, "tp", Integer, false, false, 1)                              \
+  X(MeshSplit, Mesh, "split", Object, false, false, nullptr)                   \
+  X(MeshSplitShape, MeshSplit, "shape", Array, true, false, nullptr)           \
+  X(MeshSplitDims, MeshSplit, "dims", Array, true, false, nullptr)             \
   X(LossScaleMode, LossScale, "mode", String, false, false, "dynamic")         \
   X(LossScaleInit, LossScale, "init", Number, false, false, 65536.0)           \
   X(LossScaleGrowthFactor, LossScale, "growth_factor", Number, false, false,   \
@@ -179,6 +184,7 @@ constexpr const char *trainConfigObjectKey(TrainConfigObject o) {
   case TrainConfigObject::Data: return "data";
   case TrainConfigObject::QatSite: return "qat.sites";
   case TrainConfigObject::PruneChannel: return "prune.channels";
+  case TrainConfigObject::MeshSplit: return "mesh.split";
   }
   return "";
 }

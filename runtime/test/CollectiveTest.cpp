@@ -1,0 +1,151 @@
+//===- CollectiveTest.cpp - collective kernels along any dimension -------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// all_slice, all_gather and reduce_scatter split and join along `dim`
+// (tensor parallelism's inner dimensions; ZeRO's axis 0). A fake group of
+// ranks in one process stands in for the communicator: rank r's block of a
+// gather is this rank's block plus 100 r, and a reduce-scatter sums every
+// rank's copy of the input (all equal). Each kernel's output is checked
+// element by element against the whole tensor indexed by hand.
+//===----------------------------------------------------------------------===//
+#include "TestUtil.h"
+
+#include "kiln/runtime/Collectives.h"
+
+#include <algorithm>
+
+namespace {
+
+using nlohmann::json;
+using namespace kiln::rt;
+using namespace kiln::rt::test;
+
+const RegisterFn kReg = cpu::registerCollectiveKernels;
+
+/// `ranks` ranks of one axis, this process being rank `me`; f32 only.
+class FakeGroup final : public Collectives {
+public:
+  FakeGroup(int ranks, int me) : ranks_(ranks), me_(me) {}
+  int groupSize(const std::string &) override { return ranks_; }
+  int groupRank(const std::string &) override { return me_; }
+  void reduceScatter(const std::string &, const void *send, void *recv,
+                     size_t count, DType, CollectiveOp) override {
+    const float *s = static_cast<const float *>(send) + (size_t)me_ * count;
+    float *r = static_cast<float *>(recv);
+    for (size_t i = 0; i < count; ++i)
+      r[i] = s[i] * (float)ranks_;
+  }
+  void allGather(const std::string &, const void *send, void *recv, size_t count,
+                 DType) override {
+    const float *s = static_cast<const float *>(send);
+    float *r = static_cast<float *>(recv);
+    for (int k = 0; k < ranks_; ++k)
+      for (size_t i = 0; i < count; ++i)
+        r[(size_t)k * count + i] = s[i] + 100.0f * (float)(k - me_);
+  }
+  void allReduce(const std::string &, void *, size_t, DType, CollectiveOp) override {}
+  void allReduceCompressed(const std::string &, int, float *, size_t,
+                           const std::string &) override {}
+  void broadcast(const std::string &, void *, size_t, DType, int) override {}
+
+private:
+  int ranks_, me_;
+};
+
+/// x[i, j, k] = 1000 i + 10 j + k / 10 (distinct, exact in f32).
+HostTensor wholeOf(const std::vector<int64_t> &shape) {
+  HostTensor t(TensorDesc{DType::F32, shape});
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    std::vector<int64_t> c = coords(i, shape);
+    t.as<float>()[i] = (float)(1000 * c[0] + 10 * c[1] + 0.1 * c[2]);
+  }
+  return t;
+}
+
+struct Case {
+  std::vector<int64_t> shape;
+  int64_t dim;
+  int ranks, me;
+};
+
+class CollectiveDims : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CollectiveDims, SliceGatherScatterMatchTheWholeTensor) {
+  const Case c = GetParam();
+  std::vector<int64_t> blockShape = c.shape;
+  blockShape[c.dim] /= c.ranks;
+  const int64_t k = blockShape[c.dim];
+  TensorDesc whole{DType::F32, c.shape}, block{DType::F32, blockShape};
+  json attrs = {{"axis", "tp"}, {"dim", c.dim}};
+  FakeGroup group(c.ranks, c.me);
+  ExecContext ctx;
+  ctx.collectives = &group;
+  HostTensor x = wholeOf(c.shape);
+
+  // all_slice: this rank's block along dim.
+  HostTensor s(block);
+  std::fill(s.as<float>(), s.as<float>() + s.numel(), -1.0f);
+  {
+    auto kern = build(kReg, "all_slice", {whole}, {block}, attrs);
+    const void *in[] = {x.data()};
+    void *out[] = {s.data()};
+    kern->run(ctx, in, out);
+  }
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    std::vector<int64_t> bc = coords(i, blockShape), wc = bc;
+    wc[c.dim] += c.me * k;
+    ASSERT_EQ(s.as<float>()[i], x.as<float>()[linear(wc, c.shape)]) << "slice " << i;
+  }
+
+  // all_gather of the slice: rank r's block (this one + 100 (r - me)) at r.
+  HostTensor g(whole);
+  std::fill(g.as<float>(), g.as<float>() + g.numel(), -1.0f);
+  {
+    auto kern = build(kReg, "all_gather", {block}, {whole}, attrs);
+    const void *in[] = {s.data()};
+    void *out[] = {g.data()};
+    kern->run(ctx, in, out);
+  }
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    std::vector<int64_t> wc = coords(i, c.shape), mine = wc;
+    int64_t r = wc[c.dim] / k;
+    mine[c.dim] = c.me * k + wc[c.dim] % k;
+    ASSERT_EQ(g.as<float>()[i],
+              x.as<float>()[linear(mine, c.shape)] + 100.0f * (float)(r - c.me))
+        << "gather " << i;
+  }
+
+  // reduce_scatter: this rank's block of the sum (ranks x the input).
+  HostTensor rs(block);
+  std::fill(rs.as<float>(), rs.as<float>() + rs.numel(), -1.0f);
+  {
+    json a = attrs;
+    a["reduction"] = "sum";
+    auto kern = build(kReg, "reduce_scatter", {whole}, {block}, a);
+    const void *in[] = {x.data()};
+    void *out[] = {rs.data()};
+    kern->run(ctx, in, out);
+  }
+  for (int64_t i = 0; i < rs.numel(); ++i)
+    ASSERT_EQ(rs.as<float>()[i], (float)c.ranks * s.as<float>()[i]) << "scatter " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dims, CollectiveDims,
+    ::testing::Values(Case{{4, 6, 8}, 0, 2, 1}, Case{{4, 6, 8}, 1, 3, 2},
+                      Case{{4, 6, 8}, 2, 4, 1}, Case{{4, 6, 8}, 2, 2, 0},
+                      Case{{3, 8, 5}, 1, 4, 3}));
+
+TEST(Collective, RefusesADimOutsideTheTensorOrBlocksThatDoNotTile) {
+  TensorDesc whole{DType::F32, {4, 6}}, block{DType::F32, {4, 3}};
+  EXPECT_THROW(build(kReg, "all_slice", {whole}, {block}, {{"axis", "tp"}, {"dim", 2}}),
+               Error);
+  // Blocks split dim 1, but the kernel is told dim 0.
+  EXPECT_THROW(build(kReg, "all_gather", {block}, {whole}, {{"axis", "tp"}, {"dim", 0}}),
+               Error);
+  TensorDesc odd{DType::F32, {4, 4}};
+  EXPECT_THROW(build(kReg, "all_slice", {whole}, {odd}, {{"axis", "tp"}, {"dim", 1}}),
+               Error);
+}
+
+} // namespace

@@ -1,0 +1,115 @@
+//===- TensorSplit.cpp - tensor parallelism's blocks of a tensor -*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+#include "TensorSplit.h"
+#include "Util.h"
+
+#include <cstring>
+
+namespace kiln::train {
+namespace {
+
+/// The block shape and, per dimension, the block's offset in the whole
+/// tensor for the rank at `pos`.
+void blockPlace(const SplitSpec &spec, const MeshPosition &pos,
+                std::vector<int64_t> &local, std::vector<int64_t> &offset,
+                const std::string &what) {
+  local = spec.shape;
+  offset.assign(spec.shape.size(), 0);
+  for (size_t d = 0; d < spec.dims.size() && d < local.size(); ++d) {
+    int64_t idx = 0, parts = 1;
+    for (const std::string &a : spec.dims[d]) {
+      const rt::Program::MeshAxisPosition *p = nullptr;
+      for (const auto &q : pos)
+        if (q.axis == a)
+          p = &q;
+      if (!p)
+        fail(what + " is split over mesh axis '" + a +
+             "', which this run's mesh does not have");
+      idx = idx * p->size + p->index;
+      parts *= p->size;
+    }
+    if (parts < 1 || local[d] % parts)
+      fail(what + ": dimension " + std::to_string(d) + " (" +
+           std::to_string(local[d]) + ") does not split into " +
+           std::to_string(parts) + " parts");
+    local[d] /= parts;
+    offset[d] = idx * local[d];
+  }
+}
+
+/// Copies the block (`local` at `offset`) between `whole` (of `shape`) and
+/// `block`, rows of the last dimension at a time.
+void copyBlock(char *whole, char *block, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offset, size_t elt, bool toWhole) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    if (toWhole)
+      std::memcpy(whole, block, elt);
+    else
+      std::memcpy(block, whole, elt);
+    return;
+  }
+  std::vector<int64_t> stride(rank, (int64_t)elt);
+  for (int64_t d = (int64_t)rank - 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * shape[d + 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= local[d];
+  size_t run = (size_t)local[rank - 1] * elt;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = offset[rank - 1] * (int64_t)elt;
+    for (int64_t d = (int64_t)rank - 2, q = r; d >= 0; --d) {
+      at += (offset[d] + q % local[d]) * stride[d];
+      q /= local[d];
+    }
+    if (toWhole)
+      std::memcpy(whole + at, block + (size_t)r * run, run);
+    else
+      std::memcpy(block + (size_t)r * run, whole + at, run);
+  }
+}
+
+} // namespace
+
+MeshPosition meshPositionOf(const Config &config, int rank) {
+  return {{"dp", rank / config.tp, config.dp}, {"tp", rank % config.tp, config.tp}};
+}
+
+rt::HostTensor blockOfWhole(const rt::HostTensor &whole, const SplitSpec &spec,
+                            const MeshPosition &pos) {
+  if (whole.shape() != spec.shape)
+    fail("a split tensor is " + whole.desc().str() + ", its whole shape has " +
+         std::to_string(spec.shape.size()) + " dimensions of another size");
+  std::vector<int64_t> local, offset;
+  blockPlace(spec, pos, local, offset, "a tensor");
+  rt::HostTensor block(rt::TensorDesc{whole.dtype(), local});
+  if (block.bytes())
+    copyBlock(const_cast<char *>(static_cast<const char *>(whole.data())),
+              static_cast<char *>(block.data()), spec.shape, local, offset,
+              rt::dtypeSize(whole.dtype()), /*toWhole=*/false);
+  return block;
+}
+
+rt::HostTensor joinBlocks(const void *blocks, size_t blockBytes, rt::DType dtype,
+                          const SplitSpec &spec, const Config &config) {
+  rt::HostTensor whole(rt::TensorDesc{dtype, spec.shape});
+  const char *src = static_cast<const char *>(blocks);
+  // Ranks that hold the same block (the dp replicas of a tp block) write
+  // the same bytes.
+  for (int r = 0; r < (int)config.ranks(); ++r) {
+    std::vector<int64_t> local, offset;
+    blockPlace(spec, meshPositionOf(config, r), local, offset, "a tensor");
+    rt::TensorDesc d{dtype, local};
+    if (d.bytes() != blockBytes)
+      fail("a split tensor's block is " + std::to_string(blockBytes) +
+           " bytes, its shape " + d.str() + " needs " + std::to_string(d.bytes()));
+    if (blockBytes)
+      copyBlock(static_cast<char *>(whole.data()),
+                const_cast<char *>(src + (size_t)r * blockBytes), spec.shape,
+                local, offset, rt::dtypeSize(dtype), /*toWhole=*/true);
+  }
+  return whole;
+}
+
+} // namespace kiln::train
