@@ -373,6 +373,54 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return fail("distill");
   }
 
+  // Tensor parallelism by strategy: on @forward (autodiff copies the
+  // shardings to @train_step), after the eval copy (evaluation runs the
+  // model whole, in its own shapes).
+  int64_t dp = opts.dp, tp = opts.tp;
+  if (!opts.tpStrategy.empty()) {
+    if (opts.tpStrategy != "megatron")
+      return failWith("mesh", "--tp: unknown strategy '" + opts.tpStrategy +
+                                  "' (megatron)");
+    if (tp < 2)
+      return failWith("mesh", "--tp megatron splits blocks over the tensor-"
+                              "parallel ranks: it needs --mesh tp=M (or "
+                              "dp=N,tp=M) with M > 1");
+    PassManager pm(&ctx);
+    KilnTpMegatronPassOptions mo;
+    mo.tp = tp;
+    pm.addPass(createKilnTpMegatronPass(mo));
+    if (failed(pm.run(*module)))
+      return fail("tp");
+    int64_t attention = 0, mlp = 0;
+    std::string params;
+    if (auto blocks = (*module)->getAttrOfType<ArrayAttr>(KilnDialect::getTpBlocksAttrName()))
+      for (Attribute a : blocks) {
+        auto d = cast<DictionaryAttr>(a);
+        bool att = d.getAs<StringAttr>("kind").getValue() == "attention";
+        (att ? attention : mlp)++;
+      }
+    if (attention + mlp == 0) {
+      // Say so and go on as data parallelism over all the ranks.
+      if (opts.import.batchSize <= 0 || opts.import.batchSize % (dp * tp))
+        return failWith("mesh", "--tp megatron found no attention or MLP block "
+                                "to split, and the global batch " +
+                                    std::to_string(opts.import.batchSize) +
+                                    " does not divide over the " +
+                                    std::to_string(dp * tp) +
+                                    " ranks as data parallelism");
+      result.warnings.push_back(
+          "--tp megatron found no attention or MLP block to split; the " +
+          std::to_string(dp * tp) + " ranks train as data parallelism (dp=" +
+          std::to_string(dp * tp) + ")");
+      dp *= tp;
+      tp = 1;
+    } else {
+      result.tpSummary = "--tp megatron: " + std::to_string(attention) +
+                         " attention and " + std::to_string(mlp) +
+                         " MLP blocks split over tp=" + std::to_string(tp);
+    }
+  }
+
   double lr = opts.lr >= 0 ? opts.lr : defaultLr(opts.optimizer);
   double wd = opts.weightDecay >= 0
                   ? opts.weightDecay
@@ -399,13 +447,13 @@ bool kiln::compileONNXToTraining(const std::string &path,
       pm.addPass(createKilnExpandBatchNormPass());
     // A loss averaged over valid labels splits over the ranks as a sum
     // over a count (its mean form keeps the batch whole).
-    if (opts.dp > 1)
+    if (dp > 1)
       pm.addPass(createKilnExpandLossMeanPass());
     // The batch split over the ranks, the gradients summed over them before
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;
-    dpo.dp = opts.dp;
-    dpo.tp = opts.tp;
+    dpo.dp = dp;
+    dpo.tp = tp;
     for (const std::string &a : opts.shard)
       dpo.shard += (dpo.shard.empty() ? "" : ";") + a;
     dpo.compression = opts.gradCompression;
@@ -457,7 +505,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
       po.every = opts.pruneEvery;
       pm.addPass(createKilnPruneMagnitudePass(po));
     }
-    if (attachOptimizer && opts.dp > 1 && opts.zero > 0) {
+    if (attachOptimizer && dp > 1 && opts.zero > 0) {
       KilnZeroPassOptions zo;
       zo.stage = opts.zero;
       pm.addPass(createKilnZeroPass(zo));
@@ -466,7 +514,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     pm.addPass(createCSEPass());
     // Buckets once the optimizer reads the gradients: each waits where the
     // first update needs it.
-    if (opts.dp > 1) {
+    if (dp > 1) {
       dist::KilnBucketAllReducePassOptions bo;
       bo.bucketMB = opts.bucketMB;
       pm.addNestedPass<func::FuncOp>(dist::createKilnBucketAllReducePass(bo));
@@ -489,7 +537,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
   using K = rt::TrainConfigKey;
   auto key = [](K k) { return llvm::StringRef(rt::trainConfigKey(k)); };
   llvm::json::Array data;
-  int64_t batch = opts.dp > 1 ? opts.import.batchSize / opts.dp
+  int64_t batch = dp > 1 ? opts.import.batchSize / dp
                               : opts.import.batchSize;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (isParam(step, i))
@@ -716,7 +764,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     result.rankParamBytes += local;
     result.modelParamBytes += whole;
   }
-  if (opts.dp > 1 || opts.tp > 1) {
+  if (dp > 1 || tp > 1) {
     // ZeRO's sharded parameters: name -> the whole tensor's shape.
     llvm::json::Object sharded;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -742,12 +790,23 @@ bool kiln::compileONNXToTraining(const std::string &path,
       llvm::json::Array whole;
       for (int64_t d : *shape)
         whole.push_back(d);
-      split[name.getValue()] = llvm::json::Object{
-          {key(K::MeshSplitShape), std::move(whole)},
-          {key(K::MeshSplitDims), std::move(dims)}};
+      llvm::json::Object e{{key(K::MeshSplitDims), std::move(dims)}};
+      // A parameter a strategy retyped (a fused QKV weight as [3, C, Cin]):
+      // the plan splits the view, checkpoints hold the model's shape.
+      if (auto ms = step.getArgAttrOfType<DenseI64ArrayAttr>(
+              i, KilnDialect::getModelShapeAttrName())) {
+        llvm::json::Array model;
+        for (int64_t d : ms.asArrayRef())
+          model.push_back(d);
+        e[key(K::MeshSplitShape)] = std::move(model);
+        e[key(K::MeshSplitView)] = std::move(whole);
+      } else {
+        e[key(K::MeshSplitShape)] = std::move(whole);
+      }
+      split[name.getValue()] = std::move(e);
     }
-    config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), opts.dp},
-                                              {key(K::MeshTp), opts.tp},
+    config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), dp},
+                                              {key(K::MeshTp), tp},
                                               {key(K::MeshZero), opts.zero},
                                               {key(K::MeshSharded), std::move(sharded)},
                                               {key(K::MeshSplit), std::move(split)}};

@@ -47,6 +47,7 @@ void Attrs::checkRead(const std::string &name, Read read) const {
   case Read::Float: ok = decl->type == T::Float; break;
   case Read::String: ok = decl->type == T::String; break;
   case Read::Ints: ok = decl->type == T::IntArray; break;
+  case Read::Strings: ok = decl->type == T::StringArray; break;
   }
   if (!ok)
     throw Error(std::string("kernel '") + kernel_->name +
@@ -131,6 +132,23 @@ std::vector<int64_t> Attrs::getInts(const std::string &name) const {
     if (!e.is_number_integer())
       mistyped(name, "an integer array");
     out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+std::vector<std::string> Attrs::getStrings(const std::string &name,
+                                          const std::vector<std::string> &dflt) const {
+  checkRead(name, Read::Strings);
+  if (!has(name))
+    return dflt;
+  const json &v = require(json_, name);
+  if (!v.is_array())
+    mistyped(name, "a string array");
+  std::vector<std::string> out;
+  for (const json &e : v) {
+    if (!e.is_string())
+      mistyped(name, "a string array");
+    out.push_back(e.get<std::string>());
   }
   return out;
 }

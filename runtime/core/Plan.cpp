@@ -241,6 +241,10 @@ bool hasType(const json &v, manifest::AttrType t) {
            });
   case manifest::AttrType::FloatArray:
     return v.is_array() && std::all_of(v.begin(), v.end(), isFloat);
+  case manifest::AttrType::StringArray:
+    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json &e) {
+             return e.is_string();
+           });
   case manifest::AttrType::Elements:
     return false; // tensor data travels as a constant value, never an attribute
   }

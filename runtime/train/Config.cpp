@@ -234,21 +234,32 @@ Config parseConfig(std::string_view text) {
         for (const auto &[name, e] : s->items()) {
           const json *shape = e.is_object() ? field(e, Key::MeshSplitShape) : nullptr;
           const json *dims = e.is_object() ? field(e, Key::MeshSplitDims) : nullptr;
+          const json *view = e.is_object() ? field(e, Key::MeshSplitView) : nullptr;
+          const json *planShape = view ? view : shape;
           if (!shape || !dims || !shape->is_array() || !dims->is_array() ||
-              shape->size() > 16 || shape->size() != dims->size())
+              (view && !view->is_array()) || shape->size() > 16 ||
+              planShape->size() > 16 || planShape->size() != dims->size())
             bad("mesh split '" + name + "' needs 'shape' and 'dims', one entry "
-                "per dimension (at most 16)");
+                "per dimension (of 'view' when given; at most 16)");
           SplitSpec sp;
-          int64_t numel = 1;
-          for (size_t d = 0; d < shape->size(); ++d) {
-            const json &n = (*shape)[d];
-            if (!n.is_number_integer() || n.get<int64_t>() < 0 ||
-                n.get<int64_t>() > (int64_t(1) << 40) ||
-                (n.get<int64_t>() && numel > (int64_t(1) << 40) / n.get<int64_t>()))
-              bad("mesh split '" + name + "': sizes must be integers in "
-                  "[0, 2^40] whose product is at most 2^40");
-            sp.shape.push_back(n.get<int64_t>());
-            numel *= sp.shape.back();
+          auto sizes = [&](const json &arr, std::vector<int64_t> &out) {
+            int64_t numel = 1;
+            for (const json &n : arr) {
+              if (!n.is_number_integer() || n.get<int64_t>() < 0 ||
+                  n.get<int64_t>() > (int64_t(1) << 40) ||
+                  (n.get<int64_t>() && numel > (int64_t(1) << 40) / n.get<int64_t>()))
+                bad("mesh split '" + name + "': sizes must be integers in "
+                    "[0, 2^40] whose product is at most 2^40");
+              out.push_back(n.get<int64_t>());
+              numel *= out.back();
+            }
+            return numel;
+          };
+          int64_t numel = sizes(*shape, sp.shape);
+          if (view && sizes(*view, sp.view) != numel)
+            bad("mesh split '" + name + "': 'view' holds another number of "
+                "elements than 'shape'");
+          for (size_t d = 0; d < dims->size(); ++d) {
             const json &axes = (*dims)[d];
             if (!axes.is_array() || axes.size() > 4)
               bad("mesh split '" + name + "': each dims entry is a list of at "

@@ -90,6 +90,10 @@ struct QatConfig {
 struct SplitSpec {
   std::vector<int64_t> shape;
   std::vector<std::vector<std::string>> dims;
+  /// The shape the plan splits (dims are its), the same elements as
+  /// `shape`; empty: `shape`.
+  std::vector<int64_t> view;
+  const std::vector<int64_t> &planShape() const { return view.empty() ? shape : view; }
 };
 
 struct Config {

@@ -13,8 +13,8 @@ namespace {
 void blockPlace(const SplitSpec &spec, const MeshPosition &pos,
                 std::vector<int64_t> &local, std::vector<int64_t> &offset,
                 const std::string &what) {
-  local = spec.shape;
-  offset.assign(spec.shape.size(), 0);
+  local = spec.planShape();
+  offset.assign(local.size(), 0);
   for (size_t d = 0; d < spec.dims.size() && d < local.size(); ++d) {
     int64_t idx = 0, parts = 1;
     for (const std::string &a : spec.dims[d]) {
@@ -86,14 +86,16 @@ rt::HostTensor blockOfWhole(const rt::HostTensor &whole, const SplitSpec &spec,
   rt::HostTensor block(rt::TensorDesc{whole.dtype(), local});
   if (block.bytes())
     copyBlock(const_cast<char *>(static_cast<const char *>(whole.data())),
-              static_cast<char *>(block.data()), spec.shape, local, offset,
+              static_cast<char *>(block.data()), spec.planShape(), local, offset,
               rt::dtypeSize(whole.dtype()), /*toWhole=*/false);
   return block;
 }
 
 rt::HostTensor joinBlocks(const void *blocks, size_t blockBytes, rt::DType dtype,
                           const SplitSpec &spec, const Config &config) {
+  // Assembled in the plan's shape; the bytes are the model's shape's.
   rt::HostTensor whole(rt::TensorDesc{dtype, spec.shape});
+  const std::vector<int64_t> &planShape = spec.planShape();
   const char *src = static_cast<const char *>(blocks);
   // Ranks that hold the same block (the dp replicas of a tp block) write
   // the same bytes.
@@ -106,7 +108,7 @@ rt::HostTensor joinBlocks(const void *blocks, size_t blockBytes, rt::DType dtype
            " bytes, its shape " + d.str() + " needs " + std::to_string(d.bytes()));
     if (blockBytes)
       copyBlock(static_cast<char *>(whole.data()),
-                const_cast<char *>(src + (size_t)r * blockBytes), spec.shape,
+                const_cast<char *>(src + (size_t)r * blockBytes), planShape,
                 local, offset, rt::dtypeSize(dtype), /*toWhole=*/true);
   }
   return whole;

@@ -70,12 +70,15 @@ def check(ok, what, detail=""):
 def export(work, name):
     g = np.random.default_rng(5)
     torch.manual_seed(0)
-    if name == "mlp":
-        model, in_name = em.MLP(), "x"
+    if name in ("mlp", "linear"):
+        model = em.MLP() if name == "mlp" else torch.nn.Linear(784, 10)
+        in_name = "x"
         x = g.standard_normal((SAMPLES, 784)).astype(np.float32)
         y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
     else:
-        model, in_name = em.GPT(dropout=0.1), "idx"
+        # gpt4: 4 heads, so tp=4 splits them one per rank.
+        model = em.GPT(dropout=0.1, n_head=4 if name == "gpt4" else 2)
+        in_name = "idx"
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
     model.train()
@@ -200,6 +203,98 @@ def main():
                       "mlp tp=4: each rank holds %.2f MiB of parameters and momentum, "
                       "1/4 of the split tensors (%.2f MiB expected, %.2f MiB whole)"
                       % (got, want, 2 * whole / 2 ** 20), r.stdout[-300:])
+
+    # --tp megatron: the decoder's attention and MLP blocks found by
+    # structure (4 heads; dropout 0.1, whose masks each rank draws for its
+    # heads' elements as numbered in the whole tensor), against the 1-rank
+    # run: tp=2, tp=4 (one head per rank), dp=2,tp=2.
+    onnx_path, data = export(w, "gpt4")
+    base = data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
+    one = compile_exe(args, onnx_path, os.path.join(w, "gpt4-1.train"), mom)
+    r = run(one, 1, base + ["--metrics", os.path.join(w, "gpt4-1.jsonl"),
+                            "--export-onnx", os.path.join(w, "gpt4-1.onnx")])
+    if r.returncode != 0:
+        raise SystemExit("1-rank run failed: " + r.stderr.strip())
+    g_l, g_w = losses(os.path.join(w, "gpt4-1.jsonl")), weights(os.path.join(w, "gpt4-1.onnx"))
+    whole_bytes = 2 * sum(v.nbytes for v in g_w.values() if v.dtype.kind == "f")
+    for mesh, ranks in (("tp=2", 2), ("tp=4", 4), ("dp=2,tp=2", 4)):
+        tag = "gpt --tp megatron %s" % mesh
+        stem = "gpt4-m%s" % mesh.replace("=", "").replace(",", "-")
+        exe = os.path.join(w, stem + ".train")
+        rc = subprocess.run([kc, onnx_path, "-o", exe, "--batch-size", str(BATCH), "--loss",
+                             "cross-entropy", "--mesh", mesh, "--tp", "megatron"] + mom,
+                            capture_output=True, text=True)
+        if rc.returncode != 0:
+            check(False, "%s compiles" % tag, rc.stderr[-300:])
+            continue
+        if mesh == "tp=2":
+            check("--tp megatron: 2 attention and 2 MLP blocks split over tp=2" in rc.stderr,
+                  "--tp megatron finds the decoder's 2 attention and 2 MLP blocks",
+                  rc.stderr[-300:])
+        met, out = os.path.join(w, stem + ".jsonl"), os.path.join(w, stem + ".onnx")
+        r = run(exe, ranks, base + ["--metrics", met, "--export-onnx", out])
+        if r.returncode != 0:
+            check(False, "%s: exit %d: %s" % (tag, r.returncode, r.stderr.strip()[-400:]))
+            continue
+        ok, why = close_losses(g_l, losses(met))
+        check(ok, "%s: %d step losses match the 1-rank run (%s)" % (tag, STEPS, why))
+        ok, why = close_weights(g_w, weights(out))
+        check(ok, "%s: final weights match the 1-rank run (%s)" % (tag, why))
+        m = re.search(r"this rank holds ([0-9.]+) MiB of the model's ([0-9.]+) MiB", r.stdout)
+        if mesh == "tp=4" and m:
+            # The blocks' weights split 4 ways; the embeddings, LayerNorms,
+            # biases of row-parallel projections and the LM head stay whole.
+            print("INFO gpt --tp megatron tp=4: a rank holds %s MiB of %s MiB "
+                  "(parameters and momentum)" % (m.group(1), m.group(2)))
+            check(float(m.group(1)) < 0.5 * float(m.group(2)),
+                  "gpt --tp megatron tp=4: a rank holds under half of the model",
+                  m.group(0))
+    # A megatron checkpoint (the fused QKV weight split as [3, C, Cin])
+    # holds the model's shapes and resumes on 1 rank and on tp=4.
+    ckm = os.path.join(w, "ck-gpt4")
+    r = run(os.path.join(w, "gpt4-mtp2.train"), 2, data + [
+        "--steps", "8", "--seed", "7", "--log-every", "0", "--checkpoint-dir", ckm])
+    ok = r.returncode == 0
+    if ok:
+        t = read_safetensors(os.path.join(ckm, "step-00000008", "tensors.safetensors"))
+        init = weights(onnx_path)
+        ok = all(t[k].shape == init[k].shape and
+                 t[k + "/momentum_buffer"].shape == init[k].shape
+                 for k in init if init[k].dtype.kind == "f")
+    check(ok, "a --tp megatron checkpoint holds the model's shapes (the fused QKV "
+          "weight and its momentum [96, 32])", r.stderr[-300:])
+    for exe, ranks, what in ((os.path.join(w, "gpt4-1.train"), 1, "on 1 rank"),
+                             (os.path.join(w, "gpt4-mtp4.train"), 4, "on --tp megatron tp=4")):
+        d = os.path.join(w, "ckm-%d" % ranks)
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(ckm, d)
+        met = os.path.join(w, "resumed-gpt4-%d.jsonl" % ranks)
+        r = run(exe, ranks, data + ["--steps", str(STEPS), "--log-every", "0", "--resume",
+                                    "--checkpoint-dir", d, "--metrics", met])
+        ok, why = (close_losses(g_l[8:], losses(met)) if r.returncode == 0
+                   else (False, r.stderr[-300:]))
+        check(ok and "resumed from" in r.stdout,
+              "a --tp megatron tp=2 checkpoint %s resumes with the uninterrupted "
+              "losses (%s)" % (what, why))
+    # A model with no block: said so, and the ranks train as data parallelism.
+    lin_path, lin_data = export(w, "linear")
+    lin1 = compile_exe(args, lin_path, os.path.join(w, "lin-1.train"), mom)
+    r1 = run(lin1, 1, lin_data + ["--steps", "8", "--seed", "7", "--log-every", "0",
+                                  "--metrics", os.path.join(w, "lin-1.jsonl")])
+    rc = subprocess.run([kc, lin_path, "-o", os.path.join(w, "lin-m.train"), "--batch-size",
+                         str(BATCH), "--loss", "cross-entropy", "--mesh", "tp=2", "--tp",
+                         "megatron"] + mom, capture_output=True, text=True)
+    said = ("kiln-compile: warning: --tp megatron found no attention or MLP block to "
+            "split; the 2 ranks train as data parallelism (dp=2)") in rc.stderr
+    r2 = run(os.path.join(w, "lin-m.train"), 2, lin_data + [
+        "--steps", "8", "--seed", "7", "--log-every", "0",
+        "--metrics", os.path.join(w, "lin-m.jsonl")]) if rc.returncode == 0 else None
+    ok, why = (close_losses(losses(os.path.join(w, "lin-1.jsonl")),
+                            losses(os.path.join(w, "lin-m.jsonl")))
+               if r2 is not None and r2.returncode == 0 and r1.returncode == 0
+               else (False, rc.stderr[-300:]))
+    check(said and ok, "--tp megatron on a model with no block says so and trains "
+          "as data parallelism (%s)" % why, rc.stderr[-300:])
 
     # Checkpoints keep whole tensors: a tp=2 checkpoint at step 8 holds the
     # model's shapes, and resumes on 1 rank, on dp=2 and on dp=2,tp=2; a

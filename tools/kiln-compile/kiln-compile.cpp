@@ -100,6 +100,13 @@ cl::opt<std::string> mesh("mesh",
                                    "the parameters --shard names over M ranks "
                                    "(dp=N,tp=M: N x M ranks)"),
                           cl::value_desc("dp=N[,tp=M]"), cl::cat(kilnCategory));
+cl::opt<std::string> tpStrategy(
+    "tp",
+    cl::desc("tensor-parallel strategy with --mesh ...,tp=M: megatron finds "
+             "the attention and MLP blocks by structure and splits their "
+             "heads and hidden features over the tp ranks (one all-reduce per "
+             "block in forward)"),
+    cl::value_desc("megatron"), cl::cat(kilnCategory));
 cl::list<std::string> shardSpecs(
     "shard",
     cl::desc("hold the parameters (or inputs) whose ONNX name matches REGEX "
@@ -349,6 +356,14 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
       die("--shard '" + a + "' is not REGEX=SPEC (SPEC: one entry per "
           "dimension, tp or -, e.g. fc1.weight=tp,-)");
     opts.shard.push_back(a);
+  }
+  if (tpStrategy.getNumOccurrences()) {
+    if (tpStrategy != "megatron")
+      die("--tp: unknown strategy '" + tpStrategy + "' (megatron)");
+    if (opts.tp < 2)
+      die("--tp megatron splits blocks over the tensor-parallel ranks: it "
+          "needs --mesh tp=M (or dp=N,tp=M) with M > 1");
+    opts.tpStrategy = tpStrategy;
   }
   if (!opts.shard.empty() && opts.tp < 2)
     die("--shard splits parameters over the tensor-parallel ranks: it needs "
@@ -622,7 +637,9 @@ int main(int argc, char **argv) {
   writeAtomically(out, bytes, true);
   if (!r.pruneSummary.empty())
     llvm::errs() << "kiln-compile: " << r.pruneSummary << "\n";
-  if (opts.tp > 1)
+  if (!r.tpSummary.empty())
+    llvm::errs() << "kiln-compile: " << r.tpSummary << "\n";
+  if (r.modelParamBytes != r.rankParamBytes && opts.tp > 1)
     llvm::errs() << llvm::format(
         "kiln-compile: tensor parallelism over tp=%lld: each rank holds %.2f "
         "MiB of the model's %.2f MiB of parameters and optimizer state\n",

@@ -71,6 +71,8 @@ const char *attrType(const mlir::tblgen::Attribute &attr, SMLoc loc,
   if (storage == "::mlir::DenseI64ArrayAttr" ||
       storage == "::mlir::DenseI32ArrayAttr")
     return "IntArray";
+  if (base.getAttrDefName() == "StrArrayAttr")
+    return "StringArray";
   if (storage == "::mlir::DenseF32ArrayAttr" ||
       storage == "::mlir::DenseF64ArrayAttr")
     return "FloatArray";

@@ -69,6 +69,10 @@ struct TrainCompileOptions {
   /// (or inputs) whose ONNX name matches REGEX are held as SPEC, one entry
   /// per dimension, `tp` or `-` (whole).
   std::vector<std::string> shard;
+  /// A tensor-parallel strategy (--tp megatron; empty: annotations only):
+  /// --kiln-tp-megatron finds the attention and MLP blocks and splits them
+  /// over tp. With no block found the tp ranks become data-parallel ones.
+  std::string tpStrategy;
   /// The gradient all-reduces' wire format with dp > 1: none, bf16, fp16 or
   /// int8 (--grad-compression).
   std::string gradCompression = "none";
@@ -159,6 +163,8 @@ struct TrainCompileResult {
   /// before and after.
   int64_t paramsBefore = 0, paramsAfter = 0;
   std::string error, stage;
+  /// With --tp megatron: what it found, one line.
+  std::string tpSummary;
   /// Warnings to show (one line each), e.g. a --shard that matches nothing.
   std::vector<std::string> warnings;
   int64_t trainArenaBytes = 0;

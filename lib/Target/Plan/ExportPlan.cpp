@@ -192,6 +192,9 @@ bool hasManifestType(Attribute a, manifest::AttrType t) {
     return isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(a);
   case manifest::AttrType::FloatArray:
     return isa<DenseF32ArrayAttr, DenseF64ArrayAttr>(a);
+  case manifest::AttrType::StringArray:
+    return isa<ArrayAttr>(a) &&
+           llvm::all_of(cast<ArrayAttr>(a), [](Attribute e) { return isa<StringAttr>(e); });
   case manifest::AttrType::Elements:
     return false;
   }

@@ -138,6 +138,26 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
     return verifySharding(op, name, attr.getValue(),
                           f.getArgumentTypes()[argIndex]);
   }
+  if (name == getModelShapeAttrName()) {
+    // The same elements as the argument's type, in the model's shape.
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!shape || llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
+      return op->emitError() << name << " must be an array<i64> of "
+                             << "non-negative sizes, got " << attr.getValue();
+    if (!f || regionIndex != 0 || !isParam(f, argIndex))
+      return op->emitError() << name << " on argument " << argIndex
+                             << ", which is not a " << getParamAttrName();
+    auto t = dyn_cast<ShapedType>(f.getArgumentTypes()[argIndex]);
+    int64_t n = 1;
+    for (int64_t d : shape.asArrayRef())
+      n *= d;
+    if (t && t.hasStaticShape() &&
+        !f.getArgAttr(argIndex, getShardingAttrName()) && t.getNumElements() != n)
+      return op->emitError() << name << " " << attr.getValue() << " has " << n
+                             << " elements, argument " << argIndex << " " << t;
+    return success();
+  }
   if (name == getShardedShapeAttrName()) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     auto f = dyn_cast<FunctionOpInterface>(op);
@@ -242,6 +262,22 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
           (size_t)axes.size() != params.size() || (size_t)blocks.size() != params.size() ||
           (size_t)pAxes.size() != prods.size() || (size_t)pBlocks.size() != prods.size())
         return op->emitError() << name << ": malformed class " << a;
+    }
+    return success();
+  }
+  if (name == getTpBlocksAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on a module";
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all)
+      return op->emitError() << name << " must be an array of dictionaries";
+    for (Attribute a : all) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      auto kind = d ? d.getAs<StringAttr>("kind") : StringAttr();
+      if (!d || !kind || (kind.getValue() != "attention" && kind.getValue() != "mlp") ||
+          !d.getAs<ArrayAttr>("params"))
+        return op->emitError() << name << ": each block needs kind (attention "
+                               << "or mlp) and params, got " << a;
     }
     return success();
   }

@@ -184,8 +184,16 @@ ShardingRule CastOp::getShardingRule() {
                                        to.getFloatSemantics());
   return r;
 }
-KILN_BROADCAST_RULE(AddOp)
-KILN_BROADCAST_RULE(SubOp)
+ShardingRule AddOp::getShardingRule() {
+  ShardingRule r = kiln::detail::broadcastRule(getOperation());
+  r.sumsOperands = getLhs().getType() == getType() && getRhs().getType() == getType();
+  return r;
+}
+ShardingRule SubOp::getShardingRule() {
+  ShardingRule r = kiln::detail::broadcastRule(getOperation());
+  r.sumsOperands = getLhs().getType() == getType() && getRhs().getType() == getType();
+  return r;
+}
 KILN_BROADCAST_RULE(MulOp)
 KILN_BROADCAST_RULE(DivOp)
 KILN_BROADCAST_RULE(PowOp)
@@ -207,10 +215,43 @@ KILN_BROADCAST_RULE(DropoutGradOp)
 KILN_BROADCAST_RULE(SgdUpdateOp)
 KILN_BROADCAST_RULE(MomentumUpdateOp)
 KILN_BROADCAST_RULE(AdamUpdateOp)
-// Each shard draws its own mask from the op's seed: a sharded dropout keeps
-// its distribution, not the 1-rank run's exact mask.
+// Any dimension may split: the kernel numbers each element in the whole
+// tensor (localizeAttributes records where the rank's block lies), so every
+// element gets the 1-rank run's mask.
 KILN_BROADCAST_RULE(DropoutOp)
 #undef KILN_BROADCAST_RULE
+
+void DropoutOp::localizeAttributes(ArrayRef<Attribute> resultShardings,
+                                   TypeRange wholeResultTypes) {
+  // A batch split over dp alone is the kernel's batch shard; anything else
+  // names, per dimension, the axes splitting it ('+'-joined, "" whole).
+  auto dims = resultShardings.empty()
+                  ? ArrayAttr()
+                  : dyn_cast_or_null<ArrayAttr>(resultShardings[0]);
+  auto whole = wholeResultTypes.empty()
+                   ? RankedTensorType()
+                   : dyn_cast<RankedTensorType>(wholeResultTypes[0]);
+  if (!dims || !whole)
+    return;
+  SmallVector<StringRef> split;
+  std::vector<std::string> names;
+  bool beyondBatch = false;
+  for (auto [d, dim] : llvm::enumerate(dims)) {
+    std::string n;
+    for (Attribute a : cast<ArrayAttr>(dim))
+      n += (n.empty() ? "" : "+") + cast<StringAttr>(a).getValue().str();
+    beyondBatch |= !n.empty() && (d != 0 || n != "dp");
+    names.push_back(n);
+  }
+  if (!beyondBatch)
+    return;
+  Builder b(getContext());
+  SmallVector<Attribute> attrs;
+  for (const std::string &n : names)
+    attrs.push_back(b.getStringAttr(n));
+  setSplitAttr(b.getArrayAttr(attrs));
+  setWholeShapeAttr(b.getDenseI64ArrayAttr(whole.getShape()));
+}
 
 // Which channels go depends on the whole weights.
 ShardingRule ChannelPruneOp::getShardingRule() {
@@ -351,11 +392,11 @@ static SmallVector<int64_t> localLimits(ArrayRef<int64_t> starts,
       out[d] = full[d];
   return out;
 }
-void SliceOp::localizeAttributes() {
+void SliceOp::localizeAttributes(ArrayRef<Attribute>, TypeRange) {
   setLimits(localLimits(getStarts(), getLimits(), getStrides(),
                         dimsOf(getInput())));
 }
-void SliceGradOp::localizeAttributes() {
+void SliceGradOp::localizeAttributes(ArrayRef<Attribute>, TypeRange) {
   setLimits(localLimits(getStarts(), getLimits(), getStrides(),
                         dimsOf(getResult())));
 }

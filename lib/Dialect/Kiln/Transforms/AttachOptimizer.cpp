@@ -98,18 +98,23 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
   };
   // A parameter split over mesh axes (tensor parallelism: partitioned
   // before this pass) keeps its state split the same way.
+  // A parameter held as a view of the model's shape (kiln.model_shape)
+  // keeps its state in the model's shape too.
   auto shardingOf = [&](unsigned i) {
     return f.getArgAttr(i, kiln::KilnDialect::getShardingAttrName());
   };
   auto addArg = [&](Type t, StringRef argName, bool state,
-                    Attribute sharding = {}) {
+                    std::optional<unsigned> like = std::nullopt) {
     NamedAttrList a;
     a.set("onnx.name", StringAttr::get(ctx, argName));
     if (state)
       kiln::addParamAttrs(ctx, a, kiln::ParamRole::Optimizer,
                           kiln::ParamInit::Zeros);
-    if (sharding)
-      a.set(kiln::KilnDialect::getShardingAttrName(), sharding);
+    if (like)
+      for (StringRef k : {kiln::KilnDialect::getShardingAttrName(),
+                          kiln::KilnDialect::getModelShapeAttrName()})
+        if (Attribute v = f.getArgAttr(*like, k))
+          a.set(k, v);
     unsigned at = f.getNumArguments();
     (void)f.insertArgument(at, t, a.getDictionary(ctx), loc);
     return f.getArgument(at);
@@ -126,10 +131,10 @@ LogicalResult AttachOptimizerPass::attach(func::FuncOp f) {
     Slot s{i, g, {}};
     Type t = f.getArgument(i).getType();
     if (optimizer == OptimizerKind::Momentum)
-      s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true, shardingOf(i)));
+      s.state.push_back(addArg(t, name(i) + "/momentum_buffer", true, i));
     if (optimizer == OptimizerKind::Adam || optimizer == OptimizerKind::AdamW) {
-      s.state.push_back(addArg(t, name(i) + "/exp_avg", true, shardingOf(i)));
-      s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true, shardingOf(i)));
+      s.state.push_back(addArg(t, name(i) + "/exp_avg", true, i));
+      s.state.push_back(addArg(t, name(i) + "/exp_avg_sq", true, i));
     }
     slots.push_back(s);
   }

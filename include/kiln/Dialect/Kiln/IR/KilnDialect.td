@@ -40,6 +40,17 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getShardedShapeAttrName() {
       return ::llvm::StringLiteral("kiln.sharded_shape");
     }
+    /// Argument of a function: the model's shape of a parameter that a
+    /// strategy retyped into a view of the same elements (--kiln-tp-megatron
+    /// holds a fused QKV weight [3C, Cin] as [3, C, Cin]); checkpoints and
+    /// the export keep the model's shape.
+    static constexpr ::llvm::StringLiteral getModelShapeAttrName() {
+      return ::llvm::StringLiteral("kiln.model_shape");
+    }
+    /// Module: the blocks --kiln-tp-megatron found ({kind, params, heads}).
+    static constexpr ::llvm::StringLiteral getTpBlocksAttrName() {
+      return ::llvm::StringLiteral("kiln.tp_blocks");
+    }
     /// Argument or result of a function: how the value is sharded over
     /// the module's mesh (@kiln_mesh, shard.grid with kiln.axis_names), one
     /// array of mesh-axis names per dimension, outermost axis first; [] is

@@ -108,9 +108,15 @@ def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       /*desc=*/[{After `--kiln-partition` gave the op its per-rank operand
         and result types: rewrites attributes that spell a whole
         dimension's size (a slice's limit over a dimension it leaves
-        untouched) to the per-rank size. Most ops have none.}],
+        untouched) to the per-rank size, or records where the rank's block
+        lies in the whole (dropout numbers its elements in the whole
+        tensor). `resultShardings` are the results' `kiln.sharding`s (axis
+        names per dimension) and `wholeResultTypes` their types before
+        partitioning. Most ops have none.}],
       /*retTy=*/"void", /*methodName=*/"localizeAttributes",
-      /*args=*/(ins), /*methodBody=*/"", /*defaultImplementation=*/"return;">,
+      /*args=*/(ins "::llvm::ArrayRef<::mlir::Attribute>":$resultShardings,
+                    "::mlir::TypeRange":$wholeResultTypes),
+      /*methodBody=*/"", /*defaultImplementation=*/"return;">,
   ];
 }
 

@@ -377,13 +377,19 @@ class Kiln_SoftmaxLikeOp<string mnemonic, string what>
 def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "softmax">;
 def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "log-softmax">;
 
-def Kiln_DropoutOp : Kiln_InferOp<"dropout", [Kiln_Differentiable]> {
+def Kiln_DropoutOp : Kiln_InferOp<"dropout", [Kiln_Differentiable], [],
+                                  ["localizeAttributes"]> {
   let summary = "training-mode dropout";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by
     `1 / (1 - ratio)`; also returns the keep mask. The mask comes from a
     counter-based generator keyed by the run's seed, the step and `seed`
     (this op's stream), so resumed and multi-rank runs reproduce it.
+    Elements are numbered in the whole tensor: after partitioning, `split`
+    names per dimension the mesh axes splitting it ("" whole, axes joined
+    by '+') and `whole_shape` is the unsplit shape, so a rank's block gets
+    the masks of its elements in the 1-rank run (without them, only a
+    batch split over dp, the runtime's batch shard).
 
     ```mlir
     %y, %mask = kiln.dropout %x {ratio = 1.0e-01 : f32, seed = 0 : i64}
@@ -391,7 +397,9 @@ def Kiln_DropoutOp : Kiln_InferOp<"dropout", [Kiln_Differentiable]> {
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$ratio,
-                   DefaultValuedAttr<I64Attr, "0">:$seed);
+                   DefaultValuedAttr<I64Attr, "0">:$seed,
+                   OptionalAttr<StrArrayAttr>:$split,
+                   OptionalAttr<DenseI64ArrayAttr>:$whole_shape);
   let results = (outs Kiln_FloatTensor:$result, Kiln_BoolTensor:$mask);
 }
 

@@ -70,6 +70,12 @@ struct ShardingRule {
   /// their float type (a bf16 gradient cast to f32 is then summed over the
   /// ranks in f32, as PyTorch DDP sums the f32 gradients of autocast).
   bool carriesReductions = false;
+  /// The result is a sum or difference of the operands (add, sub): when
+  /// every operand owes the same partial sums over ranks, the result owes
+  /// them instead, so partial results combine before one collective (the
+  /// three partial input gradients of a split Q, K, V projection are added
+  /// and all-reduced once, as Megatron-LM does).
+  bool sumsOperands = false;
 
   /// An empty rule for `op`: every dimension whole (no factor).
   static ShardingRule allWhole(mlir::Operation *op);

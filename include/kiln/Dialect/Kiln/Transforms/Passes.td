@@ -469,6 +469,37 @@ def KilnShardPass : Pass<"kiln-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def KilnTpMegatronPass : Pass<"kiln-tp-megatron", "mlir::ModuleOp"> {
+  let summary = "Megatron-LM tensor parallelism: attention and MLP blocks "
+                "found by structure";
+  let description = [{
+    On @forward (before `--kiln-autodiff`, which copies the shardings to
+    @train_step), finds by graph structure, not by names:
+    - attention blocks: a projection (matmul by a 2-D parameter, with an
+      optional bias parameter) cut into equal slices of its last dimension
+      (fused Q, K, V) that are each reshaped into the same number of heads,
+      or several projections of one input each reshaped into heads; the
+      output projection is the first matmul by a 2-D parameter the heads
+      reach;
+    - MLP blocks: a projection, a chain of elementwise ops (its bias and
+      activation), and the matmul by a 2-D parameter the chain feeds.
+    It writes `kiln.sharding` on their parameters: the projections into
+    heads and the MLP's up projection column-parallel (output features and
+    bias over `tp`), the output and down projections row-parallel (input
+    features), so partitioning gives one all-reduce per block in forward.
+    A fused projection's weight [k C, Cin] is retyped [k, C, Cin] (its bias
+    [k, C]) with `kiln.model_shape` the model's, split along C, and its
+    slices become one projection per part, so each rank holds its heads'
+    rows of every part. A weight used elsewhere (tied) stays whole; a block
+    whose heads or hidden features `tp` does not divide stays whole, with a
+    warning. The blocks found are recorded as `kiln.tp_blocks` on the
+    module. User annotations (`--kiln-shard`'s) win over these.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "2", "ranks on the tp axis">,
+  ];
+}
+
 def KilnShardPropagationPass : Pass<"kiln-shard-propagation", "mlir::ModuleOp"> {
   let summary = "Completes the shardings of every op from its sharding rule";
   let description = [{

@@ -129,8 +129,9 @@ void Partitioner::settle(Location loc, Local &l) {
 bool Partitioner::onlyMovedOn(Value v) {
   return !v.use_empty() && llvm::all_of(v.getUsers(), [&](Operation *u) {
     auto it = rules.find(u);
-    return it != rules.end() && u->getNumOperands() == 1 &&
-           it->second.carriesReductions;
+    return it != rules.end() &&
+           ((u->getNumOperands() == 1 && it->second.carriesReductions) ||
+            (it->second.sumsOperands && v.hasOneUse()));
   });
 }
 
@@ -156,12 +157,29 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
   IRMapping map;
   Axes divergent;
   Reductions inherited;
+  // A sum of operands that all owe the same partial sums (and are held
+  // alike) owes them itself.
+  bool sumPending = rule->sumsOperands && op.getNumOperands() >= 2;
+  for (auto [k, v] : llvm::enumerate(op.getOperands())) {
+    auto it = locals.find(v);
+    auto first = locals.find(op.getOperand(0));
+    sumPending &= it != locals.end() && first != locals.end() &&
+                  !it->second.pending.empty() &&
+                  it->second.pending == first->second.pending &&
+                  llvm::all_of(it->second.pending,
+                               [](const auto &p) {
+                                 return p.first == shard::ReductionKind::Sum;
+                               }) &&
+                  it->second.sharding == first->second.sharding &&
+                  it->second.divergent.empty() &&
+                  it->second.sharding == chosen.operands[k];
+  }
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     auto it = locals.find(v);
     if (it == locals.end())
       continue; // not a tensor: used as is
     if (!it->second.pending.empty()) {
-      if (rule->carriesReductions && op.getNumOperands() == 1)
+      if ((rule->carriesReductions && op.getNumOperands() == 1) || sumPending)
         inherited = it->second.pending;
       else
         settle(op.getLoc(), it->second);
@@ -176,8 +194,12 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
 
   for (auto [i, r] : llvm::enumerate(clone->getResults()))
     r.setType(localType(op.getResult(i).getType(), chosen.results[i]));
-  if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone))
-    iface.localizeAttributes();
+  if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone)) {
+    SmallVector<Attribute> shardings;
+    for (const Sharding &s : chosen.results)
+      shardings.push_back(shardingAttr(s, mesh, op.getContext()));
+    iface.localizeAttributes(shardings, op.getResultTypes());
+  }
   for (auto [i, r] : llvm::enumerate(clone->getResults())) {
     Value v = r;
     Axes resultDivergent = divergent;

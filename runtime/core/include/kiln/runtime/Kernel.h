@@ -68,11 +68,14 @@ public:
   bool getBool(const std::string &name, bool dflt) const;
   std::string getString(const std::string &name, const std::string &dflt) const;
   std::vector<int64_t> getInts(const std::string &name) const;
+  /// A string array; `dflt` when absent.
+  std::vector<std::string> getStrings(const std::string &name,
+                                      const std::vector<std::string> &dflt) const;
   std::vector<int64_t> getInts(const std::string &name,
                                const std::vector<int64_t> &dflt) const;
 
 private:
-  enum class Read { Any, Int, Float, Bool, String, Ints };
+  enum class Read { Any, Int, Float, Bool, String, Ints, Strings };
   /// Throws unless the manifest declares `name`, of a type `read` accepts.
   void checkRead(const std::string &name, Read read) const;
 

@@ -39,6 +39,7 @@ enum class AttrType : uint8_t {
   String,     // string (StrAttr)
   IntArray,   // array of integers (DenseI64ArrayAttr, DenseI32ArrayAttr)
   FloatArray, // array of floats (DenseF32ArrayAttr, DenseF64ArrayAttr)
+  StringArray, // array of strings (StrArrayAttr)
   Elements,   // tensor data: never in a plan (kiln.constant's value)
 };
 
@@ -141,6 +142,7 @@ inline const char *typeName(AttrType t) {
   case AttrType::String: return "a string";
   case AttrType::IntArray: return "an integer array";
   case AttrType::FloatArray: return "a float array";
+  case AttrType::StringArray: return "a string array";
   case AttrType::Elements: return "tensor data";
   }
   return "?";

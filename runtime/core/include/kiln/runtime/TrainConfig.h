@@ -82,6 +82,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(MeshSplit, Mesh, "split", Object, false, false, nullptr)                   \
   X(MeshSplitShape, MeshSplit, "shape", Array, true, false, nullptr)           \
   X(MeshSplitDims, MeshSplit, "dims", Array, true, false, nullptr)             \
+  X(MeshSplitView, MeshSplit, "view", Array, false, false, nullptr)            \
   X(LossScaleMode, LossScale, "mode", String, false, false, "dynamic")         \
   X(LossScaleInit, LossScale, "init", Number, false, false, 65536.0)           \
   X(LossScaleGrowthFactor, LossScale, "growth_factor", Number, false, false,   \
