@@ -377,6 +377,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
   // shardings to @train_step), after the eval copy (evaluation runs the
   // model whole, in its own shapes).
   int64_t dp = opts.dp, tp = opts.tp;
+  // The strategy split an LM head: its cross-entropy is expanded so the
+  // logits stay split.
+  bool vocabParallel = false;
   if (!opts.tpStrategy.empty()) {
     if (opts.tpStrategy != "megatron")
       return failWith("mesh", "--tp: unknown strategy '" + opts.tpStrategy +
@@ -391,15 +394,16 @@ bool kiln::compileONNXToTraining(const std::string &path,
     pm.addPass(createKilnTpMegatronPass(mo));
     if (failed(pm.run(*module)))
       return fail("tp");
-    int64_t attention = 0, mlp = 0;
-    std::string params;
+    int64_t attention = 0, mlp = 0, embedding = 0;
     if (auto blocks = (*module)->getAttrOfType<ArrayAttr>(KilnDialect::getTpBlocksAttrName()))
       for (Attribute a : blocks) {
-        auto d = cast<DictionaryAttr>(a);
-        bool att = d.getAs<StringAttr>("kind").getValue() == "attention";
-        (att ? attention : mlp)++;
+        StringRef kind = cast<DictionaryAttr>(a).getAs<StringAttr>("kind").getValue();
+        attention += kind == "attention";
+        mlp += kind == "mlp";
+        embedding += kind == "embedding";
+        vocabParallel |= kind == "lm_head";
       }
-    if (attention + mlp == 0) {
+    if (attention + mlp + embedding == 0 && !vocabParallel) {
       // Say so and go on as data parallelism over all the ranks.
       if (opts.import.batchSize <= 0 || opts.import.batchSize % (dp * tp))
         return failWith("mesh", "--tp megatron found no attention or MLP block "
@@ -415,9 +419,24 @@ bool kiln::compileONNXToTraining(const std::string &path,
       dp *= tp;
       tp = 1;
     } else {
-      result.tpSummary = "--tp megatron: " + std::to_string(attention) +
-                         " attention and " + std::to_string(mlp) +
-                         " MLP blocks split over tp=" + std::to_string(tp);
+      std::vector<std::string> found;
+      auto count = [](int64_t n, const char *what) {
+        return std::to_string(n) + " " + what + (n == 1 ? " block" : " blocks");
+      };
+      if (attention)
+        found.push_back(count(attention, "attention"));
+      if (mlp)
+        found.push_back(count(mlp, "MLP"));
+      if (embedding)
+        found.push_back("the token embedding");
+      if (vocabParallel)
+        found.push_back("the LM head");
+      std::string list;
+      for (size_t k = 0; k < found.size(); ++k)
+        list += (k ? (k + 1 == found.size() ? " and " : ", ") : "") + found[k];
+      result.tpSummary = "--tp megatron: " + list + " split over tp=" +
+                         std::to_string(tp) +
+                         (embedding || vocabParallel ? " (vocab-parallel)" : "");
     }
   }
 
@@ -447,8 +466,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
       pm.addPass(createKilnExpandBatchNormPass());
     // A loss averaged over valid labels splits over the ranks as a sum
     // over a count (its mean form keeps the batch whole).
-    if (dp > 1)
+    if (dp > 1 || vocabParallel)
       pm.addPass(createKilnExpandLossMeanPass());
+    // A vocab-parallel LM head: the loss and its gradient on split logits.
+    if (vocabParallel)
+      pm.addPass(createKilnExpandCrossEntropyPass());
     // The batch split over the ranks, the gradients summed over them before
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;

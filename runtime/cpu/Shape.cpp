@@ -461,31 +461,55 @@ std::unique_ptr<Kernel> makePad(const KernelSpec &spec) {
 // Gather
 //===----------------------------------------------------------------------===//
 
+/// With `split` (the input split on the gathered axis over those mesh
+/// axes, `whole` its whole size): this rank holds rows [r A, (r + 1) A) of
+/// the whole; indices count in the whole, and the rows it does not hold
+/// are zero (-1 in idx_).
 template <typename U, typename Idx> class GatherKernel final : public Kernel {
 public:
   GatherKernel(int64_t outer, int64_t axisDim, int64_t n, int64_t inner,
-               int64_t axis)
-      : O_(outer), A_(axisDim), N_(n), I_(inner), axis_(axis), idx_(n) {}
-  void run(ExecContext &, const void *const *in, void *const *out) override {
+               int64_t axis, std::string split, int64_t whole)
+      : O_(outer), A_(axisDim), N_(n), I_(inner), axis_(axis), idx_(n),
+        split_(std::move(split)), whole_(whole) {}
+  void run(ExecContext &ctx, const void *const *in, void *const *out) override {
     const U *x = static_cast<const U *>(in[0]);
     const Idx *ids = static_cast<const Idx *>(in[1]);
     U *y = static_cast<U *>(out[0]);
+    int64_t W = A_, first = 0;
+    if (!split_.empty()) {
+      int64_t ranks = ctx.collectives ? ctx.collectives->groupSize(split_) : 1;
+      int64_t r = ctx.collectives ? ctx.collectives->groupRank(split_) : 0;
+      if (ctx.collectives && ranks * A_ != whole_)
+        throw Error("gather: axis " + std::to_string(axis_) + " holds " +
+                    std::to_string(A_) + " of " + std::to_string(whole_) +
+                    " rows, but mesh axis '" + split_ + "' has " +
+                    std::to_string(ranks) + " ranks");
+      if (ctx.collectives) {
+        W = whole_;
+        first = r * A_;
+      }
+    }
     for (int64_t j = 0; j < N_; ++j) {
       int64_t v = (int64_t)ids[j];
-      int64_t w = v < 0 ? v + A_ : v;
-      if (w < 0 || w >= A_)
+      int64_t w = v < 0 ? v + W : v;
+      if (w < 0 || w >= W)
         throw Error("gather index " + std::to_string(v) +
                     " is out of range for axis " + std::to_string(axis_) +
-                    " of size " + std::to_string(A_));
-      idx_[j] = w;
+                    " of size " + std::to_string(W));
+      w -= first;
+      idx_[j] = w >= 0 && w < A_ ? w : -1;
     }
     const int64_t *idx = idx_.data();
     const int64_t N = N_, I = I_, A = A_;
     parallelRange(O_ * N, O_ * N * I, [&](int64_t b, int64_t e) {
       for (int64_t u = b; u < e; ++u) {
         int64_t o = u / N, j = u % N;
-        const U *px = x + (o * A + idx[j]) * I;
         U *py = y + u * I;
+        if (idx[j] < 0) {
+          std::memset(py, 0, (size_t)I * sizeof(U));
+          continue;
+        }
+        const U *px = x + (o * A + idx[j]) * I;
         if (I == 1)
           *py = *px;
         else
@@ -497,6 +521,8 @@ public:
 private:
   int64_t O_, A_, N_, I_, axis_;
   std::vector<int64_t> idx_;
+  std::string split_;
+  int64_t whole_;
 };
 
 std::unique_ptr<Kernel> makeGather(const KernelSpec &spec) {
@@ -518,11 +544,17 @@ std::unique_ptr<Kernel> makeGather(const KernelSpec &spec) {
   for (int64_t i = axis + 1; i < rank; ++i)
     I *= in.shape[i];
   int64_t A = in.shape[axis], N = ids.numel();
+  std::string split = spec.attrs.getString("split", "");
+  int64_t whole = spec.attrs.getInt("whole_size", A);
+  if (!split.empty() && (A < 1 || whole < A || whole % A))
+    throw Error("gather: whole_size " + std::to_string(whole) +
+                " is not a whole number of the input's " + std::to_string(A) +
+                " rows on axis " + std::to_string(axis));
   return dispatchSize(in.dtype, [&](auto tag) -> std::unique_ptr<Kernel> {
     using U = decltype(tag);
     if (ids.dtype == DType::I32)
-      return std::make_unique<GatherKernel<U, int32_t>>(O, A, N, I, axis);
-    return std::make_unique<GatherKernel<U, int64_t>>(O, A, N, I, axis);
+      return std::make_unique<GatherKernel<U, int32_t>>(O, A, N, I, axis, split, whole);
+    return std::make_unique<GatherKernel<U, int64_t>>(O, A, N, I, axis, split, whole);
   });
 }
 

@@ -36,20 +36,39 @@ std::unique_ptr<Kernel> makeGatherGrad(const KernelSpec &spec) {
       spec.inputs[0]->dtype != spec.outputs[0]->dtype)
     fail(spec, "dy does not match the gather of the result");
   DType it = idx->dtype;
+  // A result split on the axis (split, whole_size): this rank adds the
+  // rows it holds, indices counted in the whole.
+  const std::string split = spec.attrs.getString("split", "");
+  const int64_t whole = spec.attrs.getInt("whole_size", A);
+  if (!split.empty() && (A < 1 || whole < A || whole % A))
+    fail(spec, "whole_size " + std::to_string(whole) +
+                   " is not a whole number of the result's " + std::to_string(A) +
+                   " rows");
   return byFloat(spec, spec.inputs[0]->dtype, [&](auto tag) {
     using T = decltype(tag);
-    return make([=](ExecContext &, const void *const *in, void *const *out) {
+    return make([=](ExecContext &ctx, const void *const *in, void *const *out) {
       const T *dy = static_cast<const T *>(in[0]);
       T *d = static_cast<T *>(out[0]);
+      int64_t W = A, first = 0;
+      if (!split.empty() && ctx.collectives) {
+        int64_t ranks = ctx.collectives->groupSize(split);
+        if (ranks * A != whole)
+          throw Error("kernel 'gather_grad': the result holds " + std::to_string(A) +
+                      " of " + std::to_string(whole) + " rows, but mesh axis '" +
+                      split + "' has " + std::to_string(ranks) + " ranks");
+        W = whole;
+        first = ctx.collectives->groupRank(split) * A;
+      }
       std::vector<int64_t> pos(ni);
       for (int64_t i = 0; i < ni; ++i) {
         int64_t a = loadIndex(it, in[1], i);
         if (a < 0)
-          a += A;
-        if (a < 0 || a >= A)
+          a += W;
+        if (a < 0 || a >= W)
           throw Error("kernel 'gather_grad': index " + std::to_string(loadIndex(it, in[1], i)) +
-                      " is out of range for size " + std::to_string(A));
-        pos[i] = a;
+                      " is out of range for size " + std::to_string(W));
+        a -= first;
+        pos[i] = a >= 0 && a < A ? a : -1;
       }
       std::memset(d, 0, sizeof(T) * outer * A * inner);
       // Split over the trailing elements: each thread owns columns, and
@@ -58,7 +77,8 @@ std::unique_ptr<Kernel> makeGatherGrad(const KernelSpec &spec) {
         for (int64_t oc = b; oc < e; ++oc) {
           int64_t o = oc / inner, c = oc % inner;
           for (int64_t i = 0; i < ni; ++i)
-            d[(o * A + pos[i]) * inner + c] += dy[(o * ni + i) * inner + c];
+            if (pos[i] >= 0)
+              d[(o * A + pos[i]) * inner + c] += dy[(o * ni + i) * inner + c];
         }
       });
     });

@@ -8,6 +8,7 @@
 // rank's copy of the input (all equal). Each kernel's output is checked
 // element by element against the whole tensor indexed by hand.
 //===----------------------------------------------------------------------===//
+#include "GradUtil.h"
 #include "TestUtil.h"
 
 #include "kiln/runtime/Collectives.h"
@@ -146,6 +147,55 @@ TEST(Collective, RefusesADimOutsideTheTensorOrBlocksThatDoNotTile) {
   TensorDesc odd{DType::F32, {4, 4}};
   EXPECT_THROW(build(kReg, "all_slice", {whole}, {odd}, {{"axis", "tp"}, {"dim", 1}}),
                Error);
+}
+
+} // namespace
+
+namespace {
+
+// A vocab-parallel embedding: rank 1 of 2 holds rows [3, 6) of a 6-row
+// table. Its gather returns those rows for the indices in its range (counted
+// in the whole table, negative from its end) and zeros for the others; its
+// gather_grad adds only into the rows it holds.
+TEST(SplitGather, LooksUpAndAccumulatesOnlyTheRowsThisRankHolds) {
+  FakeGroup group(2, 1);
+  ExecContext ctx;
+  ctx.collectives = &group;
+  TensorDesc table{DType::F32, {3, 2}}, ids{DType::I64, {5}}, out{DType::F32, {5, 2}};
+  json attrs = {{"axis", 0}, {"split", "tp"}, {"whole_size", 6}};
+  HostTensor t(table), i(ids), y(out), g(table);
+  for (int k = 0; k < 6; ++k)
+    t.as<float>()[k] = 10.0f + (float)k; // whole rows 3, 4, 5
+  const int64_t idx[] = {0, 3, 5, -1, 2}; // -1 is whole row 5
+  std::copy(idx, idx + 5, i.as<int64_t>());
+  {
+    auto kern = build(cpu::registerShapeKernels, "gather", {table, ids}, {out}, attrs);
+    const void *in[] = {t.data(), i.data()};
+    void *o[] = {y.data()};
+    kern->run(ctx, in, o);
+  }
+  const float want[] = {0, 0, 10, 11, 14, 15, 14, 15, 0, 0};
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(y.as<float>()[k], want[k]) << k;
+  {
+    auto kern = build(cpu::registerShapeGradKernels, "gather_grad", {out, ids}, {table},
+                      attrs);
+    for (int k = 0; k < 10; ++k)
+      y.as<float>()[k] = 1.0f + (float)k;
+    const void *in[] = {y.data(), i.data()};
+    void *o[] = {g.data()};
+    kern->run(ctx, in, o);
+  }
+  // Local row 0 (whole 3) gets dy row 1; row 2 (whole 5) rows 2 and 3.
+  const float grad[] = {3, 4, 0, 0, 5 + 7, 6 + 8};
+  for (int k = 0; k < 6; ++k)
+    EXPECT_EQ(g.as<float>()[k], grad[k]) << k;
+  // An index outside the whole table is an error.
+  i.as<int64_t>()[0] = 6;
+  auto kern = build(cpu::registerShapeKernels, "gather", {table, ids}, {out}, attrs);
+  const void *in[] = {t.data(), i.data()};
+  void *o[] = {y.data()};
+  EXPECT_THROW(kern->run(ctx, in, o), Error);
 }
 
 } // namespace

@@ -274,10 +274,11 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     for (Attribute a : all) {
       auto d = dyn_cast<DictionaryAttr>(a);
       auto kind = d ? d.getAs<StringAttr>("kind") : StringAttr();
-      if (!d || !kind || (kind.getValue() != "attention" && kind.getValue() != "mlp") ||
+      if (!d || !kind ||
+          !llvm::is_contained({"attention", "mlp", "lm_head", "embedding"}, kind.getValue()) ||
           !d.getAs<ArrayAttr>("params"))
-        return op->emitError() << name << ": each block needs kind (attention "
-                               << "or mlp) and params, got " << a;
+        return op->emitError() << name << ": each block needs kind (attention, "
+                               << "mlp, lm_head or embedding) and params, got " << a;
     }
     return success();
   }

@@ -221,7 +221,8 @@ KILN_BROADCAST_RULE(AdamUpdateOp)
 KILN_BROADCAST_RULE(DropoutOp)
 #undef KILN_BROADCAST_RULE
 
-void DropoutOp::localizeAttributes(ArrayRef<Attribute> resultShardings,
+void DropoutOp::localizeAttributes(ArrayRef<Attribute>,
+                                   ArrayRef<Attribute> resultShardings, TypeRange,
                                    TypeRange wholeResultTypes) {
   // A batch split over dp alone is the kernel's batch shard; anything else
   // names, per dimension, the axes splitting it ('+'-joined, "" whole).
@@ -392,11 +393,13 @@ static SmallVector<int64_t> localLimits(ArrayRef<int64_t> starts,
       out[d] = full[d];
   return out;
 }
-void SliceOp::localizeAttributes(ArrayRef<Attribute>, TypeRange) {
+void SliceOp::localizeAttributes(ArrayRef<Attribute>, ArrayRef<Attribute>,
+                                 TypeRange, TypeRange) {
   setLimits(localLimits(getStarts(), getLimits(), getStrides(),
                         dimsOf(getInput())));
 }
-void SliceGradOp::localizeAttributes(ArrayRef<Attribute>, TypeRange) {
+void SliceGradOp::localizeAttributes(ArrayRef<Attribute>, ArrayRef<Attribute>,
+                                     TypeRange, TypeRange) {
   setLimits(localLimits(getStarts(), getLimits(), getStrides(),
                         dimsOf(getResult())));
 }
@@ -691,12 +694,16 @@ ShardingRule LayerNormGradOp::getShardingRule() {
 
 // result = input[:axis] ++ indices ++ input[axis+1:]; the gathered axis is
 // whole (any index may point anywhere).
+// The gathered axis of the table may split (a vocab-parallel embedding):
+// each rank looks up the rows it holds and zeroes the others, and the sum
+// over the ranks is the whole lookup.
 ShardingRule GatherOp::getShardingRule() {
   ShardingRule r = ShardingRule::allWhole(getOperation());
   ArrayRef<int64_t> in = dimsOf(getInput()), idx = dimsOf(getIndices());
   int64_t axis = getAxis(), out = 0;
   for (int64_t d = 0; d < (int64_t)in.size(); ++d) {
     if (d == axis) {
+      r.operands[0][d] = r.add(in[d], FactorKind::Reduction, ReductionKind::Sum);
       for (size_t j = 0; j < idx.size(); ++j)
         r.operands[1][j] = r.results[0][out++] = r.add(idx[j]);
       continue;
@@ -706,13 +713,15 @@ ShardingRule GatherOp::getShardingRule() {
   return r;
 }
 // The scatter-add of dy's rows into the table: the index dimensions are
-// summed over.
+// summed over. The table's gathered axis may split: each rank adds the rows
+// it holds.
 ShardingRule GatherGradOp::getShardingRule() {
   ShardingRule r = ShardingRule::allWhole(getOperation());
   ArrayRef<int64_t> table = dimsOf(getResult()), idx = dimsOf(getIndices());
   int64_t axis = getAxis(), dy = 0;
   for (int64_t d = 0; d < (int64_t)table.size(); ++d) {
     if (d == axis) {
+      r.results[0][d] = r.add(table[d]);
       for (size_t j = 0; j < idx.size(); ++j)
         r.operands[1][j] = r.operands[0][dy++] =
             r.add(idx[j], FactorKind::Reduction, ReductionKind::Sum);
@@ -721,6 +730,42 @@ ShardingRule GatherGradOp::getShardingRule() {
     r.operands[0][dy++] = r.results[0][d] = r.add(table[d]);
   }
   return r;
+}
+/// The '+'-joined axis names of dimension `d` of `sharding` ("" whole).
+static std::string axesOfDim(Attribute sharding, int64_t d) {
+  auto dims = dyn_cast_or_null<ArrayAttr>(sharding);
+  std::string n;
+  if (!dims || d < 0 || d >= (int64_t)dims.size())
+    return n;
+  for (Attribute a : cast<ArrayAttr>(dims[d]))
+    n += (n.empty() ? "" : "+") + cast<StringAttr>(a).getValue().str();
+  return n;
+}
+void GatherOp::localizeAttributes(ArrayRef<Attribute> operandShardings,
+                                  ArrayRef<Attribute>, TypeRange wholeOperandTypes,
+                                  TypeRange) {
+  if (operandShardings.empty() || wholeOperandTypes.empty())
+    return;
+  std::string n = axesOfDim(operandShardings[0], getAxis());
+  auto t = dyn_cast<RankedTensorType>(wholeOperandTypes[0]);
+  if (n.empty() || !t)
+    return;
+  Builder b(getContext());
+  setSplitAttr(b.getStringAttr(n));
+  setWholeSizeAttr(b.getI64IntegerAttr(t.getDimSize(getAxis())));
+}
+void GatherGradOp::localizeAttributes(ArrayRef<Attribute>,
+                                      ArrayRef<Attribute> resultShardings,
+                                      TypeRange, TypeRange wholeResultTypes) {
+  if (resultShardings.empty() || wholeResultTypes.empty())
+    return;
+  std::string n = axesOfDim(resultShardings[0], getAxis());
+  auto t = dyn_cast<RankedTensorType>(wholeResultTypes[0]);
+  if (n.empty() || !t)
+    return;
+  Builder b(getContext());
+  setSplitAttr(b.getStringAttr(n));
+  setWholeSizeAttr(b.getI64IntegerAttr(t.getDimSize(getAxis())));
 }
 ShardingRule GatherElementsOp::getShardingRule() {
   ShardingRule r = ShardingRule::allWhole(getOperation());

@@ -478,7 +478,8 @@ KILN_VJP(PadOp) {
 
 KILN_VJP(GatherOp) {
   og.push_back(GatherGradOp::create(b, getLoc(), getInput().getType(), rg[0],
-                                    getIndices(), getAxisAttr()));
+                                    getIndices(), getAxisAttr(), StringAttr(),
+                                    IntegerAttr()));
   og.push_back(Value());
   return success();
 }

@@ -48,7 +48,8 @@ template <typename Op> Value validCount(OpBuilder &b, Op op, Type elt) {
       safe = SelectOp::create(
           b, loc, valid, labels,
           scalarOf(lt.getElementType(), b.getIntegerAttr(lt.getElementType(), 0)));
-    per = GatherOp::create(b, loc, w, safe, b.getI64IntegerAttr(0));
+    per = GatherOp::create(b, loc, w, safe, b.getI64IntegerAttr(0), StringAttr(),
+                           IntegerAttr());
     if (valid)
       per = SelectOp::create(b, loc, valid, per,
                              scalarOf(elt, b.getFloatAttr(elt, 0.0)));

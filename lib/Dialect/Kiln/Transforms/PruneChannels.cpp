@@ -488,7 +488,7 @@ LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
       retype(r, nullptr);
   for (Operation &op : body)
     if (auto iface = dyn_cast<kiln::ShardingRuleOpInterface>(op))
-      iface.localizeAttributes({}, {});
+      iface.localizeAttributes({}, {}, {}, {});
   f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(),
                               f.getResultTypes()));
   if (io) {

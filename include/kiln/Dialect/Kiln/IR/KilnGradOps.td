@@ -201,18 +201,21 @@ def Kiln_AvgPoolGradOp : Kiln_GradOp<"avg_pool_grad"> {
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_GatherGradOp : Kiln_GradOp<"gather_grad"> {
+def Kiln_GatherGradOp : Kiln_GradOp<"gather_grad", [], ["localizeAttributes"]> {
   let summary = "gradient of gather (scatter-add)";
   let description = [{
     Zeros of the result's type (the gathered tensor's), then
-    `result[i..., indices[j...], k...] += dy[i..., j..., k...]`.
+    `result[i..., indices[j...], k...] += dy[i..., j..., k...]`. A result
+    split on `axis` has `split` and `whole_size` as gather's: each rank adds
+    the rows it holds.
 
     ```mlir
     %dt = kiln.gather_grad %dy, %ids {axis = 0 : i64}
         : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<100x32xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$dy, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Kiln_FloatTensor:$dy, Kiln_IndexTensor:$indices, I64Attr:$axis,
+                   OptionalAttr<StrAttr>:$split, OptionalAttr<I64Attr>:$whole_size);
   let results = (outs Kiln_FloatTensor:$result);
   let hasVerifier = 1;
 }

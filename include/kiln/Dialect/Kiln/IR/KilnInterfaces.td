@@ -110,11 +110,16 @@ def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         dimension's size (a slice's limit over a dimension it leaves
         untouched) to the per-rank size, or records where the rank's block
         lies in the whole (dropout numbers its elements in the whole
-        tensor). `resultShardings` are the results' `kiln.sharding`s (axis
-        names per dimension) and `wholeResultTypes` their types before
-        partitioning. Most ops have none.}],
+        tensor; a gather from a table split on the gathered axis looks up
+        this rank's rows only). `operandShardings` and `resultShardings`
+        are the operands' and results' `kiln.sharding`s (axis names per
+        dimension; null for a non-tensor), `wholeOperandTypes` and
+        `wholeResultTypes` their types before partitioning. Most ops have
+        none.}],
       /*retTy=*/"void", /*methodName=*/"localizeAttributes",
-      /*args=*/(ins "::llvm::ArrayRef<::mlir::Attribute>":$resultShardings,
+      /*args=*/(ins "::llvm::ArrayRef<::mlir::Attribute>":$operandShardings,
+                    "::llvm::ArrayRef<::mlir::Attribute>":$resultShardings,
+                    "::mlir::TypeRange":$wholeOperandTypes,
                     "::mlir::TypeRange":$wholeResultTypes),
       /*methodBody=*/"", /*defaultImplementation=*/"return;">,
   ];

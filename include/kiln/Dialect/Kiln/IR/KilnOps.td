@@ -546,20 +546,26 @@ def Kiln_PadOp : Kiln_InferOp<"pad", [Kiln_Differentiable], ["getFlops"]> {
   let results = (outs Kiln_Tensor:$result);
 }
 
-def Kiln_GatherOp : Kiln_InferOp<"gather", [Kiln_Differentiable], ["getFlops"]> {
+def Kiln_GatherOp : Kiln_InferOp<"gather", [Kiln_Differentiable], ["getFlops"],
+                                 ["localizeAttributes"]> {
   let summary = "takes slices along an axis by index (embedding lookup)";
   let description = [{
     `result[i..., j..., k...] = input[i..., indices[j...], k...]` with `axis`
     the position of the gathered dimension (ONNX `Gather`, NumPy `take`).
     Negative indices count from the end; an index out of range is an error at
-    run time.
+    run time. After partitioning, an input split on `axis` (a vocab-parallel
+    embedding) has `split` (the mesh axes, '+'-joined) and `whole_size` (the
+    axis's whole size): each rank takes the rows it holds, indices counted
+    in the whole, and zeros elsewhere (the sum over the ranks is the whole
+    lookup).
 
     ```mlir
     %e = kiln.gather %table, %ids {axis = 0 : i64}
         : (tensor<100x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
     ```
   }];
-  let arguments = (ins Kiln_Tensor:$input, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Kiln_Tensor:$input, Kiln_IndexTensor:$indices, I64Attr:$axis,
+                   OptionalAttr<StrAttr>:$split, OptionalAttr<I64Attr>:$whole_size);
   let results = (outs Kiln_Tensor:$result);
   let hasFolder = 1;
 }

@@ -420,6 +420,24 @@ def KilnExpandLossMeanPass : Pass<"kiln-expand-loss-mean", "mlir::ModuleOp"> {
   }];
 }
 
+def KilnExpandCrossEntropyPass : Pass<"kiln-expand-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "Softmax cross-entropy as reductions over the class axis";
+  let description = [{
+    Rewrites `kiln.softmax_cross_entropy` and its gradient (reduction `mean`
+    without `ignore_index`, or `sum`, no class weights; run
+    `--kiln-expand-loss-mean` first for a mean over valid labels) into the
+    class max, `exp(x - max)`, its sum, and the label's logit picked by a
+    one-hot of the labels against a class iota:
+    `loss = log(sum) + max - x[label]`, `dx = (exp / sum - onehot) * dloss`
+    (over the positions for a mean; 0 where the label is `ignore_index`).
+    Every piece has a sharding rule that splits the class axis, so logits
+    split over tp (a vocab-parallel LM head) are never gathered: the
+    partitioner all-reduces the max, the sum and the picked logit, each one
+    value per position, and the one-hot is computed for this rank's classes
+    only. Runs after `--kiln-autodiff` and before partitioning.
+  }];
+}
+
 def KilnEvalModePass : Pass<"kiln-eval-mode", "mlir::ModuleOp"> {
   let summary = "Rewrites @forward's training-mode ops for evaluation";
   let description = [{

@@ -396,6 +396,62 @@ void MegatronPass::runOnOperation() {
     blocks.push_back(std::move(b));
   }
 
+  // The LM head: the projection whose output features are a softmax
+  // cross-entropy's classes (through reshapes), split over tp
+  // (vocab-parallel); --kiln-expand-cross-entropy then keeps the logits
+  // split through the loss.
+  SmallVector<Projection> heads;
+  f.walk([&](kiln::SoftmaxCrossEntropyOp ce) {
+    if (ce.getWeight() || ce.getReduction() == "none")
+      return;
+    Value v = ce.getLogits();
+    while (auto r = v.getDefiningOp<kiln::ReshapeOp>())
+      v = r.getInput();
+    auto mm = v.getDefiningOp<kiln::MatmulOp>();
+    if (!mm)
+      if (auto add = v.getDefiningOp<kiln::AddOp>())
+        mm = add.getLhs().getDefiningOp<kiln::MatmulOp>()
+                 ? add.getLhs().getDefiningOp<kiln::MatmulOp>()
+                 : add.getRhs().getDefiningOp<kiln::MatmulOp>();
+    std::optional<Projection> p = mm ? projectionAt(f, mm) : std::nullopt;
+    auto lt = cast<RankedTensorType>(ce.getLogits().getType());
+    int64_t axis = ce.getClassAxis() < 0 ? ce.getClassAxis() + lt.getRank()
+                                         : ce.getClassAxis();
+    if (!p || p->out() != v || !usable(*p) || axis != lt.getRank() - 1 ||
+        lt.getDimSize(axis) != p->outFeatures())
+      return;
+    if (p->outFeatures() % tp) {
+      skipped.push_back("the LM head of " + std::to_string(p->outFeatures()) +
+                        " classes (" + std::to_string(tp) +
+                        " ranks do not divide them)");
+      return;
+    }
+    claimed.insert(p->weight);
+    heads.push_back(*p);
+  });
+
+  // The token embedding: a gather of rows of a 2-D parameter by the data's
+  // indices (not computed ones: a position embedding stays whole), split on
+  // its rows (vocab-parallel): each rank looks up the tokens it holds and
+  // the partitioner sums the ranks' lookups.
+  SmallVector<BlockArgument> embeddings;
+  f.walk([&](kiln::GatherOp g) {
+    BlockArgument table = param2D(f, g.getInput());
+    auto ids = dyn_cast<BlockArgument>(g.getIndices());
+    if (!table || g.getAxis() != 0 || !table.hasOneUse() || claimed.contains(table) ||
+        !ids || ids.getOwner() != &f.getBody().front() ||
+        kiln::isParam(f, ids.getArgNumber()))
+      return;
+    int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+    if (rows % tp) {
+      skipped.push_back("the embedding of " + std::to_string(rows) + " rows (" +
+                        std::to_string(tp) + " ranks do not divide them)");
+      return;
+    }
+    claimed.insert(table);
+    embeddings.push_back(table);
+  });
+
   // The shardings; fused projections are retyped first.
   SmallVector<Attribute> records;
   for (Block &b : blocks) {
@@ -428,6 +484,32 @@ void MegatronPass::runOnOperation() {
     r.set("params", ArrayAttr::get(ctx, names));
     if (b.heads)
       r.set("heads", IntegerAttr::get(IntegerType::get(ctx, 64), b.heads));
+    records.push_back(r.getDictionary(ctx));
+  }
+  for (const Projection &p : heads) {
+    f.setArgAttr(p.weight.getArgNumber(), kiln::KilnDialect::getShardingAttrName(),
+                 spec(ctx, 2, p.outDim()));
+    SmallVector<Attribute> names;
+    auto n = f.getArgAttrOfType<StringAttr>(p.weight.getArgNumber(), "onnx.name");
+    names.push_back(n ? n : StringAttr::get(ctx, "arg"));
+    if (p.bias) {
+      f.setArgAttr(p.bias.getArgNumber(), kiln::KilnDialect::getShardingAttrName(),
+                   spec(ctx, 1, 0));
+      if (auto bn = f.getArgAttrOfType<StringAttr>(p.bias.getArgNumber(), "onnx.name"))
+        names.push_back(bn);
+    }
+    NamedAttrList r;
+    r.set("kind", StringAttr::get(ctx, "lm_head"));
+    r.set("params", ArrayAttr::get(ctx, names));
+    records.push_back(r.getDictionary(ctx));
+  }
+  for (BlockArgument t : embeddings) {
+    f.setArgAttr(t.getArgNumber(), kiln::KilnDialect::getShardingAttrName(),
+                 spec(ctx, 2, 0));
+    auto n = f.getArgAttrOfType<StringAttr>(t.getArgNumber(), "onnx.name");
+    NamedAttrList r;
+    r.set("kind", StringAttr::get(ctx, "embedding"));
+    r.set("params", ArrayAttr::get(ctx, {n ? n : StringAttr::get(ctx, "arg")}));
     records.push_back(r.getDictionary(ctx));
   }
   m->setAttr(kiln::KilnDialect::getTpBlocksAttrName(), ArrayAttr::get(ctx, records));

@@ -195,10 +195,16 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
   for (auto [i, r] : llvm::enumerate(clone->getResults()))
     r.setType(localType(op.getResult(i).getType(), chosen.results[i]));
   if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone)) {
-    SmallVector<Attribute> shardings;
+    SmallVector<Attribute> shardings, operandShardings;
     for (const Sharding &s : chosen.results)
       shardings.push_back(shardingAttr(s, mesh, op.getContext()));
-    iface.localizeAttributes(shardings, op.getResultTypes());
+    for (auto [k, v] : llvm::enumerate(op.getOperands()))
+      operandShardings.push_back(
+          isa<RankedTensorType>(operandTypes[k]) && k < chosen.operands.size()
+              ? Attribute(shardingAttr(chosen.operands[k], mesh, op.getContext()))
+              : Attribute());
+    iface.localizeAttributes(operandShardings, shardings, TypeRange(operandTypes),
+                             op.getResultTypes());
   }
   for (auto [i, r] : llvm::enumerate(clone->getResults())) {
     Value v = r;

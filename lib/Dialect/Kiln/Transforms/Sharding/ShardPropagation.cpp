@@ -30,6 +30,8 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
   MLIRContext *ctx = f.getContext();
   DenseMap<Value, Sharding> known;
   DenseSet<Operation *> pinnedOps;
+  // Values their one consumer slices locally (see below).
+  DenseMap<Value, Sharding> pulled;
   for (BlockArgument arg : f.getArguments()) {
     if (!isa<RankedTensorType>(arg.getType()))
       continue;
@@ -68,12 +70,32 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     if (op.getNumResults())
       op.setAttr(KilnDialect::getShardingsAttrName(),
                  ArrayAttr::get(ctx, attrs));
+    // An operand this op takes a local slice of (whole where the op splits
+    // it), used only here: its producer may compute it split instead.
+    for (auto [v, want] : llvm::zip(op.getOperands(), chosen.operands)) {
+      auto it = known.find(v);
+      if (it == known.end() || !v.getDefiningOp() || !v.hasOneUse() ||
+          it->second == want || it->second.size() != want.size())
+        continue;
+      bool slices = true;
+      for (size_t d = 0; d < want.size(); ++d)
+        slices &= it->second[d].empty() || it->second[d] == want[d];
+      if (slices)
+        pulled[v] = want;
+    }
   }
   // Backward: a sharding a function result asks for flows into the op that
   // computes it, and on into that op's operands while each is used only
   // there, so the value is computed split rather than computed whole and
-  // sliced. (Ops whose results were pinned keep them.)
-  DenseMap<Value, Sharding> wanted;
+  // sliced. (Ops whose results were pinned keep them.) So does the
+  // sharding a consumer slices a whole operand to, where the producer
+  // can compute it split from local slices of its own operands alone (no
+  // communication): a one-hot of labels against a class iota is computed
+  // for this rank's classes only.
+  DenseMap<Value, Sharding> wanted = pulled;
+  DenseSet<Value> pulledOnly;
+  for (auto &[v, s] : pulled)
+    pulledOnly.insert(v);
   auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     // Every requested sharding must fit the mesh; one is followed back
@@ -108,6 +130,26 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
       operands.push_back(it == known.end() ? nullptr : &it->second);
     }
     OpSharding chosen = assignFactors(&op, *rule, operands, results, mesh);
+    // A pulled sharding is taken only if it costs no communication: every
+    // operand is whole wherever the op now splits it, and the results
+    // come out as wanted.
+    bool local = true;
+    for (auto [r, s] : llvm::zip(op.getResults(), chosen.results)) {
+      auto it = wanted.find(r);
+      local &= it == wanted.end() || it->second == s;
+    }
+    for (auto [v, s] : llvm::zip(op.getOperands(), chosen.operands)) {
+      auto it = known.find(v);
+      if (it == known.end() || it->second.size() != s.size())
+        continue;
+      for (size_t d = 0; d < s.size(); ++d)
+        local &= it->second[d].empty() || it->second[d] == s[d];
+    }
+    bool onlyPulled = llvm::all_of(op.getResults(), [&](Value r) {
+      return !wanted.count(r) || pulledOnly.contains(r);
+    });
+    if (onlyPulled && (!local || op.getNumOperands() == 0))
+      continue;
     SmallVector<Attribute> attrs;
     for (auto [v, s] : llvm::zip(op.getResults(), chosen.results)) {
       known[v] = s;
@@ -115,8 +157,11 @@ LogicalResult propagate(func::FuncOp f, const Mesh &mesh) {
     }
     op.setAttr(KilnDialect::getShardingsAttrName(), ArrayAttr::get(ctx, attrs));
     for (auto [v, s] : llvm::zip(op.getOperands(), chosen.operands))
-      if (v.getDefiningOp() && v.hasOneUse() && known.count(v) && known[v] != s)
+      if (v.getDefiningOp() && v.hasOneUse() && known.count(v) && known[v] != s) {
         wanted[v] = s;
+        if (onlyPulled)
+          pulledOnly.insert(v);
+      }
   }
   return success();
 }
