@@ -391,6 +391,9 @@ bool kiln::compileONNXToTraining(const std::string &path,
     PassManager pm(&ctx);
     KilnTpMegatronPassOptions mo;
     mo.tp = tp;
+    mo.sequenceParallel = opts.sequenceParallel;
+    if (dp > 1)
+      mo.batchAxis = "dp";
     pm.addPass(createKilnTpMegatronPass(mo));
     if (failed(pm.run(*module)))
       return fail("tp");

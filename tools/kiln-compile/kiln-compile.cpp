@@ -107,6 +107,12 @@ cl::opt<std::string> tpStrategy(
              "heads and hidden features over the tp ranks (one all-reduce per "
              "block in forward)"),
     cl::value_desc("megatron"), cl::cat(kilnCategory));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("with --tp megatron: split the LayerNorm, dropout and residual "
+             "regions on the sequence over tp (Megatron's sequence "
+             "parallelism: all-reduces become reduce-scatter + all-gather)"),
+    cl::init(false), cl::cat(kilnCategory));
 cl::list<std::string> shardSpecs(
     "shard",
     cl::desc("hold the parameters (or inputs) whose ONNX name matches REGEX "
@@ -365,6 +371,10 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           "needs --mesh tp=M (or dp=N,tp=M) with M > 1");
     opts.tpStrategy = tpStrategy;
   }
+  if (sequenceParallel && opts.tpStrategy.empty())
+    die("--sequence-parallel splits the regions between Megatron's blocks: "
+        "it needs --tp megatron");
+  opts.sequenceParallel = sequenceParallel;
   if (!opts.shard.empty() && opts.tp < 2)
     die("--shard splits parameters over the tensor-parallel ranks: it needs "
         "--mesh tp=M (or dp=N,tp=M) with M > 1");

@@ -73,6 +73,9 @@ struct TrainCompileOptions {
   /// --kiln-tp-megatron finds the attention and MLP blocks and splits them
   /// over tp. With no block found the tp ranks become data-parallel ones.
   std::string tpStrategy;
+  /// With --tp megatron: Megatron's sequence parallelism
+  /// (--sequence-parallel).
+  bool sequenceParallel = false;
   /// The gradient all-reduces' wire format with dp > 1: none, bf16, fp16 or
   /// int8 (--grad-compression).
   std::string gradCompression = "none";

@@ -515,6 +515,14 @@ def KilnTpMegatronPass : Pass<"kiln-tp-megatron", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "2", "ranks on the tp axis">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Megatron's sequence parallelism: the LayerNorm, dropout and "
+           "residual regions split on the sequence (dim 1 of [B, T, C]) over "
+           "tp; the projections' inputs all-gathered, their partial sums "
+           "reduce-scattered">,
+    Option<"batchAxis", "batch-axis", "std::string", "\"\"",
+           "with sequence-parallel: the mesh axis of the batch (dp), written "
+           "into the pinned shardings">,
   ];
 }
 

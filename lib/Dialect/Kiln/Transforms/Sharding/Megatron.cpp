@@ -135,6 +135,12 @@ struct MegatronPass : public kiln::impl::KilnTpMegatronPassBase<MegatronPass> {
   /// Retypes a fused projection's weight and bias into [parts, C, ...] and
   /// replaces the slices by one projection per part.
   void unfuse(func::FuncOp f, Block &b);
+  /// Sequence parallelism: pins (kiln.shardings) the column projections'
+  /// outputs split on their features, and the row projections' outputs
+  /// (after their bias) and every LayerNorm split on the sequence, so the
+  /// propagation splits the residual stream on the sequence between them.
+  void pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks,
+                           ArrayRef<Projection> heads);
 };
 
 ArrayAttr spec(MLIRContext *ctx, int64_t rank, int64_t dim) {
@@ -212,6 +218,73 @@ void MegatronPass::unfuse(func::FuncOp f, Block &b) {
   if (p.bias)
     f.setArgAttr(p.bias.getArgNumber(), kiln::KilnDialect::getShardingAttrName(),
                  spec(ctx, 2, 1));
+}
+
+void MegatronPass::pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks,
+                                       ArrayRef<Projection> heads) {
+  MLIRContext *ctx = f.getContext();
+  auto axes = [&](std::initializer_list<StringRef> names) {
+    SmallVector<Attribute> a;
+    for (StringRef n : names)
+      if (!n.empty())
+        a.push_back(StringAttr::get(ctx, n));
+    return ArrayAttr::get(ctx, a);
+  };
+  StringRef batch = batchAxis;
+  // [B, T, ...]: the batch on dp (if any), dim `split` on tp.
+  auto pinned = [&](Value v, int64_t split) -> Attribute {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() != 3 || t.getDimSize(split) % tp)
+      return {};
+    SmallVector<Attribute> dims;
+    for (int64_t d = 0; d < 3; ++d)
+      dims.push_back(d == split ? axes({"tp"}) : d == 0 ? axes({batch}) : axes({}));
+    return ArrayAttr::get(ctx, dims);
+  };
+  auto pin = [&](Operation *op, ArrayRef<int64_t> splits) {
+    SmallVector<Attribute> rs;
+    for (auto [r, d] : llvm::zip(op->getResults(), splits)) {
+      Attribute a = pinned(r, d);
+      if (!a)
+        return;
+      rs.push_back(a);
+    }
+    op->setAttr(kiln::KilnDialect::getShardingsAttrName(), ArrayAttr::get(ctx, rs));
+  };
+  // The column projections' matmuls: on their output features (the
+  // sequence-split input is all-gathered before them).
+  f.walk([&](kiln::MatmulOp mm) {
+    BlockArgument w = param2D(f, mm.getRhs());
+    if (!w || !f.getArgAttr(w.getArgNumber(), kiln::KilnDialect::getShardingAttrName()))
+      return;
+    // A slice of a fused QKV view, or a 2-D weight split on its outputs.
+    auto sh = f.getArgAttrOfType<ArrayAttr>(w.getArgNumber(),
+                                            kiln::KilnDialect::getShardingAttrName());
+    int64_t outDim = mm.getTransposeRhs() ? 0 : 1;
+    if (sh && sh.size() == 2 && !cast<ArrayAttr>(sh[outDim]).empty())
+      pin(mm, {2});
+  });
+  f.walk([&](kiln::MatmulOp mm) {
+    // Per-part matmuls of an unfused QKV: rhs is a reshape of a slice of a
+    // split view.
+    auto r = mm.getRhs().getDefiningOp<kiln::ReshapeOp>();
+    auto s = r ? r.getInput().getDefiningOp<kiln::SliceOp>() : kiln::SliceOp();
+    auto w = s ? dyn_cast<BlockArgument>(s.getInput()) : BlockArgument();
+    if (w && f.getArgAttr(w.getArgNumber(), kiln::KilnDialect::getModelShapeAttrName()))
+      pin(mm, {2});
+  });
+  // The row projections: their output after the bias, on the sequence
+  // (the partial sums reduce-scattered into it). Without a bias the
+  // matmul itself would be pinned, and its contraction could not take tp.
+  for (const Block &b : blocks)
+    if (b.row.biasAdd)
+      pin(b.row.biasAdd, {1});
+  // Every LayerNorm (result, mean, inverse deviation) on the sequence.
+  f.walk([&](kiln::LayerNormOp ln) {
+    if (ln.getAxis() == 2)
+      pin(ln, {1, 1, 1});
+  });
+  (void)heads;
 }
 
 void MegatronPass::runOnOperation() {
@@ -512,6 +585,8 @@ void MegatronPass::runOnOperation() {
     r.set("params", ArrayAttr::get(ctx, {n ? n : StringAttr::get(ctx, "arg")}));
     records.push_back(r.getDictionary(ctx));
   }
+  if (sequenceParallel && !blocks.empty())
+    pinSequenceParallel(f, blocks, heads);
   m->setAttr(kiln::KilnDialect::getTpBlocksAttrName(), ArrayAttr::get(ctx, records));
   for (const std::string &s : skipped)
     m.emitWarning() << "--tp megatron: " << s << " stays whole";

@@ -65,6 +65,10 @@ private:
   /// Emits the reductions `l` owes at the insertion point; `l` becomes the
   /// reduced value.
   void settle(Location loc, Local &l);
+  /// Settles a partial sum `l` owes as the reduce-scatter that leaves it
+  /// sharded as `to` when that is one dimension split over the summed
+  /// axes; false (nothing done) otherwise.
+  bool scatter(Location loc, Local &l, const Sharding &to);
   LogicalResult partitionOp(Operation &op);
   bool onlyMovedOn(Value v);
   RankedTensorType localType(Type global, const Sharding &s) {
@@ -124,6 +128,42 @@ void Partitioner::settle(Location loc, Local &l) {
   l.pending.clear();
 }
 
+/// A partial sum whose consumer takes a block of one dimension over the
+/// same axes it is summed over: one reduce-scatter instead of an
+/// all-reduce and a local slice (Megatron's sequence parallelism).
+bool Partitioner::scatter(Location loc, Local &l, const Sharding &to) {
+  if (l.pending.size() != 1 || l.pending[0].first != shard::ReductionKind::Sum ||
+      to.size() != l.sharding.size() || !l.divergent.empty())
+    return false;
+  Axes axes = l.pending[0].second;
+  llvm::sort(axes);
+  int64_t dim = -1;
+  for (size_t d = 0; d < to.size(); ++d) {
+    if (to[d] == l.sharding[d])
+      continue;
+    Axes want = to[d];
+    llvm::sort(want);
+    if (!l.sharding[d].empty() || want != axes || dim >= 0)
+      return false;
+    dim = (int64_t)d;
+  }
+  if (dim < 0)
+    return false;
+  auto t = cast<RankedTensorType>(l.value.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  if (shape[dim] % mesh.ranks(axes))
+    return false;
+  shape[dim] /= mesh.ranks(axes);
+  l.value = shard::ReduceScatterOp::create(
+      b, loc, RankedTensorType::get(shape, t.getElementType()), meshRef(),
+      b.getDenseI16ArrayAttr(axes), l.value,
+      shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+      b.getIndexAttr(dim));
+  l.sharding[dim] = to[dim];
+  l.pending.clear();
+  return true;
+}
+
 /// Whether every user of `v` carries reductions (moves or widens elements
 /// only), so a reduction `v` owes can wait for them.
 bool Partitioner::onlyMovedOn(Value v) {
@@ -179,9 +219,13 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
     if (it == locals.end())
       continue; // not a tensor: used as is
     if (!it->second.pending.empty()) {
-      if ((rule->carriesReductions && op.getNumOperands() == 1) || sumPending)
+      // Carried only when the operand is used as it is held: a local
+      // slice or a gather of a partial value would combine different
+      // ranks' parts.
+      if (((rule->carriesReductions && op.getNumOperands() == 1) || sumPending) &&
+          it->second.sharding == chosen.operands[i])
         inherited = it->second.pending;
-      else
+      else if (!scatter(op.getLoc(), it->second, chosen.operands[i]))
         settle(op.getLoc(), it->second);
     }
     map.map(v, reshard(op.getLoc(), it->second, chosen.operands[i]));
