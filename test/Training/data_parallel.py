@@ -56,14 +56,14 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
+sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
+from rank_runs import ENV, close_losses, close_weights, losses, run, weights  # noqa: E402,F401
 
 BATCH = 16     # the global batch
 STEPS = 16
 SAMPLES = 100  # 6 steps per epoch: shuffled every epoch
 FAILED = []
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMP_NUM_THREADS="1")
 
 
 def check(ok, what, detail=""):
@@ -118,38 +118,6 @@ def compile_exe(args, onnx_path, out, flags, dp):
     if r.returncode != 0:
         raise SystemExit("kiln-compile failed: " + r.stderr.strip())
     return out
-
-
-def run(exe, ranks, argv, timeout=300):
-    cmd = ([exe] if ranks == 1 else
-           ["mpirun", "--oversubscribe", "-np", str(ranks), exe]) + argv + ["--threads", "1"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-
-
-def losses(path):
-    return [json.loads(l)["loss"] for l in open(path) if l.strip()]
-
-
-def weights(path):
-    return {t.name: onnx.numpy_helper.to_array(t)
-            for t in onnx.load(path).graph.initializer}
-
-
-def close_losses(a, b):
-    if len(a) != len(b) or not a:
-        return False, "%d vs %d steps" % (len(a), len(b))
-    rel = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
-    return rel <= 1e-5, "worst relative difference %.2e" % rel
-
-
-def close_weights(a, b):
-    if set(a) != set(b):
-        return False, "different initializers"
-    worst = 0.0
-    for k in a:
-        d = np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))
-        worst = max(worst, float(np.max(d / np.maximum(1.0, np.abs(a[k])))) if d.size else 0)
-    return worst <= 1e-5, "worst weight difference %.2e" % worst
 
 
 def ddp_worker(rank, world, work, port):

@@ -27,7 +27,6 @@
 #
 # Usage: /usr/bin/python3 test/Training/tensor_parallel.py --bin build/bin --work DIR
 import argparse
-import json
 import os
 import re
 import shutil
@@ -35,22 +34,19 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
-import onnx.numpy_helper
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
+from rank_runs import close_losses, close_weights, losses, run, weights  # noqa: E402
 from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
 STEPS = 16
 SAMPLES = 100
 FAILED = []
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMP_NUM_THREADS="1")
 
 MLP_SHARD = ["--shard", "fc1.weight=tp,-", "--shard", "fc1.bias=tp",
              "--shard", "fc2.weight=-,tp"]
@@ -102,40 +98,6 @@ def compile_exe(args, onnx_path, out, flags):
     if r.returncode != 0:
         raise SystemExit("kiln-compile %s failed: %s" % (" ".join(flags), r.stderr.strip()))
     return out
-
-
-def run(exe, ranks, argv, timeout=300):
-    cmd = ([exe] if ranks == 1 else
-           ["mpirun", "--oversubscribe", "-np", str(ranks), exe]) + argv + ["--threads", "1"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-
-
-def losses(path):
-    return [json.loads(l)["loss"] for l in open(path) if l.strip()]
-
-
-def weights(path):
-    return {t.name: onnx.numpy_helper.to_array(t)
-            for t in onnx.load(path).graph.initializer}
-
-
-def close_losses(a, b):
-    if len(a) != len(b) or not a:
-        return False, "%d vs %d steps" % (len(a), len(b))
-    rel = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
-    return rel <= 1e-5, "worst relative difference %.2e" % rel
-
-
-def close_weights(a, b):
-    if set(a) != set(b):
-        return False, "different initializers"
-    worst = 0.0
-    for k in a:
-        if a[k].dtype.kind != "f":
-            continue
-        d = np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))
-        worst = max(worst, float(np.max(d / np.maximum(1.0, np.abs(a[k])))) if d.size else 0)
-    return worst <= 1e-5, "worst weight difference %.2e" % worst
 
 
 def main():
@@ -216,7 +178,6 @@ def main():
     if r.returncode != 0:
         raise SystemExit("1-rank run failed: " + r.stderr.strip())
     g_l, g_w = losses(os.path.join(w, "gpt4-1.jsonl")), weights(os.path.join(w, "gpt4-1.onnx"))
-    whole_bytes = 2 * sum(v.nbytes for v in g_w.values() if v.dtype.kind == "f")
     for mesh, ranks, sp in (("tp=2", 2, False), ("tp=4", 4, False), ("dp=2,tp=2", 4, False),
                             ("tp=2", 2, True), ("tp=4", 4, True), ("dp=2,tp=2", 4, True)):
         tag = "gpt --tp megatron %s%s" % (mesh, " --sequence-parallel" if sp else "")
