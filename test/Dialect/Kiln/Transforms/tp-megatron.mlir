@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s -split-input-file --kiln-tp-megatron=tp=2 -verify-diagnostics | FileCheck %s
 // RUN: kiln-opt %s -split-input-file --kiln-tp-megatron=tp=2 -verify-diagnostics | kiln-opt -split-input-file --kiln-shard="mesh=tp=2 func=forward" --kiln-shard-propagation --kiln-partition | FileCheck %s --check-prefix=PART
+// RUN: kiln-opt %s -split-input-file --kiln-tp-megatron="tp=2 sequence-parallel=true" -verify-diagnostics | kiln-opt -split-input-file --kiln-shard="mesh=tp=2 func=forward" --kiln-shard-propagation --kiln-partition | FileCheck %s --check-prefix=SP
 
 // A decoder block, found by structure (the names say nothing): a fused QKV
 // projection cut into Q, K, V and reshaped into 2 heads, the output
@@ -43,6 +44,21 @@
 // PART-NEXT: shard.all_reduce %[[M]] on @kiln_mesh grid_axes = [0]
 // PART-NOT: shard.
 // PART: return
+
+// Sequence parallelism: each row projection's partial sums become one
+// reduce-scatter along the sequence (its bias and the residual add on this
+// rank's 2 of 4 positions), and the MLP's input is all-gathered along the
+// sequence before the column-parallel up projection.
+// SP-LABEL: func.func @forward
+// SP-NOT: shard.all_reduce
+// SP: %[[A:.*]] = kiln.matmul %{{.*}}, %arg3 {transpose_rhs = true} : (tensor<2x4x4xf32>, tensor<8x4xf32>) -> tensor<2x4x8xf32>
+// SP-NEXT: shard.reduce_scatter %[[A]] on @kiln_mesh grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// SP: %[[G:.*]] = shard.all_gather %{{.*}} on @kiln_mesh grid_axes = [0] gather_axis = 1 : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+// SP-NEXT: kiln.matmul %[[G]], %arg5 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+// SP: %[[M:.*]] = kiln.matmul %{{.*}}, %arg7 {transpose_rhs = true} : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+// SP-NEXT: shard.reduce_scatter %[[M]] on @kiln_mesh grid_axes = [0] scatter_axis = 1
+// SP: shard.all_reduce %{{.*}} reduction = average : tensor<f32>
+// SP-NEXT: return
 func.func @forward(%x: tensor<2x4x8xf32> {onnx.name = "x"},
                    %wqkv: tensor<24x8xf32> {kiln.param, kiln.role = "weight", onnx.name = "attn.qkv.weight"},
                    %bqkv: tensor<24xf32> {kiln.param, kiln.role = "weight", onnx.name = "attn.qkv.bias"},

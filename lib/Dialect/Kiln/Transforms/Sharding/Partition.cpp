@@ -287,7 +287,14 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
       v = MulOp::create(b, op.getLoc(), t, v, c).getResult();
     }
     Local l{v, chosen.results[i], resultDivergent, reductions};
-    if (!onlyMovedOn(op.getResult(i)))
+    // A partial sum with one user is combined there: as one reduce-scatter
+    // when that user takes a block of it (sequence parallelism), else as
+    // the all-reduce it would get here.
+    // (A gradient the function returns is reduced where it is computed.)
+    Value res = op.getResult(i);
+    bool deferred = res.hasOneUse() &&
+                    !res.getUses().begin()->getOwner()->hasTrait<OpTrait::IsTerminator>();
+    if (!onlyMovedOn(res) && !deferred)
       settle(op.getLoc(), l);
     locals[op.getResult(i)] = l;
   }

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Sharding.h"
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -218,8 +219,20 @@ OpSharding sharding::assignFactors(Operation *op, const ShardingRule &rule,
   };
   for (auto [s, dims] : llvm::zip(results, rule.results))
     offer(s, dims);
-  for (auto [s, dims] : llvm::zip(operands, rule.operands))
-    offer(s, dims);
+  // Parameters' shardings before other operands': where a split weight
+  // and a split activation want the same axis, the activation is gathered
+  // (a weight is the larger and persists; Megatron's sequence parallelism
+  // gathers the sequence, never a weight).
+  auto isParamOperand = [&](unsigned i) {
+    auto a = dyn_cast<BlockArgument>(op->getOperand(i));
+    auto f = a ? dyn_cast<FunctionOpInterface>(a.getOwner()->getParentOp())
+               : FunctionOpInterface();
+    return f && kiln::isParam(f, a.getArgNumber());
+  };
+  for (bool params : {true, false})
+    for (auto [i, sd] : llvm::enumerate(llvm::zip(operands, rule.operands)))
+      if (i < op->getNumOperands() && isParamOperand(i) == params)
+        offer(std::get<0>(sd), std::get<1>(sd));
 
   auto implied = [&](ArrayRef<SmallVector<int>> all,
                      SmallVectorImpl<Sharding> &out) {
