@@ -3,7 +3,8 @@
 # 512, 8 layers, 8 heads, T = 256, vocabulary 2048) trained with momentum
 # on one global batch, the same threads in total:
 #   - Kiln on 1 rank with --threads 2;
-#   - Kiln at tp=2 (--mesh tp=2 --tp megatron, mpirun -np 2, 1 thread each).
+#   - Kiln at tp=2 (--mesh tp=2 --tp megatron, mpirun -np 2, 1 thread each),
+#     without and with --sequence-parallel.
 # Printed: each one's median step (the first --warmup steps dropped), the
 # speed-up, the parameter bytes per rank, and rank 0's communication per
 # step from kiln-train --profile (the all-reduces' time while compute
@@ -66,17 +67,18 @@ def main():
     print("decoder: d_model %d, %d layers, T %d, vocab %d, %.1fM parameters, global batch %d"
           % (a.d_model, a.layers, a.seq, a.vocab, params / 1e6, a.batch))
     rows = []
-    for tp in (1, 2):
-        exe = os.path.join(work, "tp%d.train" % tp)
+    for tp, sp in ((1, False), (2, False), (2, True)):
+        exe = os.path.join(work, "tp%d%s.train" % (tp, "sp" if sp else ""))
         mesh = ["--mesh", "tp=%d" % tp, "--tp", "megatron"] if tp > 1 else []
+        mesh += ["--sequence-parallel"] if sp else []
         r = subprocess.run([os.path.join(a.bin, "kiln-compile"), onnx_path, "-o", exe,
                             "--batch-size", str(a.batch), "--loss", "cross-entropy",
                             "--optimizer", "momentum", "--lr", "0.01"] + mesh,
                            capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(r.stderr)
-        met = os.path.join(work, "tp%d.jsonl" % tp)
-        trace = os.path.join(work, "tp%d.json" % tp)
+        met = os.path.join(work, "tp%d%s.jsonl" % (tp, "sp" if sp else ""))
+        trace = os.path.join(work, "tp%d%s.json" % (tp, "sp" if sp else ""))
         cmd = ([exe] if tp == 1 else ["mpirun", "--oversubscribe", "-np", str(tp), exe]) + \
             data + ["--metrics", met, "--threads", str(2 // tp), "--profile", trace,
                     "--profile-steps", "%d:%d" % (a.warmup, a.steps)]
@@ -86,15 +88,18 @@ def main():
         ms = float(np.median([json.loads(l)["step_ms"] for l in open(met)][a.warmup:]))
         held = re.search(r"this rank holds ([0-9.]+) MiB of the model's ([0-9.]+) MiB", r.stdout)
         comm = re.search(r"profile: rank 0: communication ([0-9.]+) ms per step", r.stdout)
-        rows.append((tp, ms, held.group(1) if held else "all",
+        rows.append((tp if not sp else "sp", ms, held.group(1) if held else "all",
                      float(comm.group(1)) if comm else 0.0))
     print("| run | step ms | parameters + state per rank (MiB) | communication ms/step (share) |")
     print("|---|---|---|---|")
+    names = {1: "1 rank, 2 threads", 2: "tp=2, 1 thread each",
+             "sp": "tp=2 --sequence-parallel, 1 thread each"}
     for tp, ms, held, comm in rows:
-        print("| %s | %.0f | %s | %s |" % ("1 rank, 2 threads" if tp == 1 else
-                                        "tp=2, 1 thread each", ms, held,
-                                        "%.0f (%.0f%%)" % (comm, 100 * comm / ms) if tp > 1 else "-"))
-    print("speed-up tp=2 over 1 rank: %.2fx" % (rows[0][1] / rows[1][1]))
+        print("| %s | %.0f | %s | %s |" % (names[tp], ms, held,
+                                        "%.0f (%.0f%%)" % (comm, 100 * comm / ms)
+                                        if tp != 1 else "-"))
+    print("speed-up over 1 rank: tp=2 %.2fx, tp=2 with sequence parallelism %.2fx"
+          % (rows[0][1] / rows[1][1], rows[0][1] / rows[2][1]))
 
 
 if __name__ == "__main__":

@@ -157,6 +157,7 @@ void ShardPass::runOnOperation() {
         continue;
       auto name = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
       ArrayAttr chosen;
+      const Annotation *by = nullptr;
       for (Annotation &a : annotations) {
         if (!name || !a.re.match(name.getValue()))
           continue;
@@ -167,8 +168,17 @@ void ShardPass::runOnOperation() {
           return signalPassFailure();
         }
         a.matched = true;
-        chosen = ArrayAttr::get(ctx, a.dims);
-        break;
+        ArrayAttr mine = ArrayAttr::get(ctx, a.dims);
+        // Two annotations that hold one argument differently: the user
+        // forced both, so neither wins silently.
+        if (chosen && mine != chosen) {
+          f.emitError() << "--kiln-shard: '" << by->regex << "' and '" << a.regex
+                        << "' both match argument '" << name.getValue()
+                        << "' and shard it differently";
+          return signalPassFailure();
+        }
+        chosen = mine;
+        by = &a;
       }
       bool data = !isParam(f, i) && t.getRank() >= 1 &&
                   !(name && (name.getValue() == kLrInputName ||
