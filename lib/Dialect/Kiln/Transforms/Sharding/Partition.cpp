@@ -193,6 +193,34 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
   results.resize(op.getNumResults(), nullptr);
   OpSharding chosen =
       assignFactors(&op, *rule, operands, results, mesh, operandTypes);
+  // A sum of partial sums held alike (the Q, K and V paths' input
+  // gradients) is added as the operands are held, and owes their sums:
+  // one collective after the add instead of one per operand (a
+  // reduce-scatter where the consumer takes a block); the consumer
+  // reshards the sum as it needs.
+  if (rule->sumsOperands && op.getNumOperands() >= 2 &&
+      op.getNumResults() == 1) {
+    auto first = locals.find(op.getOperand(0));
+    bool alike = first != locals.end() && !first->second.pending.empty() &&
+                 first->second.divergent.empty();
+    for (Value v : op.getOperands()) {
+      auto it = locals.find(v);
+      alike &= it != locals.end() && it->second.pending == first->second.pending &&
+               it->second.sharding == first->second.sharding &&
+               it->second.divergent.empty() && v.getType() == op.getResult(0).getType();
+    }
+    if (alike && chosen.results[0] != first->second.sharding) {
+      const Sharding &held = first->second.sharding;
+      for (Sharding &o : chosen.operands)
+        o = held;
+      chosen.results[0] = held;
+      for (auto &axes : chosen.factorAxes)
+        axes.clear();
+      for (auto [d, f] : llvm::enumerate(rule->results[0]))
+        if (f >= 0 && d < held.size())
+          chosen.factorAxes[f] = held[d];
+    }
+  }
 
   IRMapping map;
   Axes divergent;
