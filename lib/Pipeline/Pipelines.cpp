@@ -7,6 +7,7 @@
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/KRT/Transforms/Passes.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Sharding.h"
 #include "kiln/Dialect/Dist/Transforms/Passes.h"
 #include "kiln/InitAllDialects.h"
 #include "kiln/Target/Plan/ExportPlan.h"
@@ -735,16 +736,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
         {key(K::LossScaleInput), kLossScaleInputName}};
   // Parameter bytes per rank and of the whole model (tensor parallelism
   // holds a block of each split parameter; ZeRO-3 a block of each weight).
-  auto meshSizes = [&]() {
-    std::map<std::string, int64_t> sizes;
-    if (auto grid = module->lookupSymbol<shard::GridOp>("kiln_mesh"))
-      if (auto names = grid->getAttrOfType<ArrayAttr>(
-              KilnDialect::getAxisNamesAttrName()))
-        for (auto [k, n] : llvm::enumerate(names))
-          if (k < grid.getShape().size())
-            sizes[cast<StringAttr>(n).getValue().str()] = grid.getShape()[k];
-    return sizes;
-  }();
+  std::map<std::string, int64_t> meshSizes;
+  if (module->lookupSymbol<shard::GridOp>(sharding::kMeshName))
+    if (FailureOr<sharding::Mesh> mesh = sharding::getMesh(*module, "config"); succeeded(mesh))
+      for (auto [n, size] : llvm::zip(mesh->names, mesh->sizes))
+        meshSizes[n] = size;
   // A split parameter's whole shape: its local one times the ranks of the
   // axes that split each dimension.
   auto splitOf = [&](unsigned i, llvm::json::Array *dimsOut)

@@ -702,28 +702,26 @@ int runTraining(int argc, char **argv) {
   // split parameters and state, gathered into whole tensors (every rank
   // takes part, in the configs' name order).
   const bool splitParams = !config.sharded.empty() || !config.split.empty();
+  // Every rank's block of parameter `name`, in rank order.
+  auto gatherBlocks = [&](const std::string &name, rt::HostTensor &block) {
+    std::string err;
+    if (!program->getParam(name, block, err))
+      fail(err);
+    std::vector<char> all(block.bytes() * (size_t)world.size());
+    world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
+                    block.dtype())
+        .wait();
+    return all;
+  };
   auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
+    rt::HostTensor block;
     for (const auto &[name, spec] : config.split) {
-      rt::HostTensor block;
-      std::string err;
-      if (!program->getParam(name, block, err))
-        fail(err);
-      std::vector<char> all(block.bytes() * (size_t)world.size());
-      world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
-                      block.dtype())
-          .wait();
+      std::vector<char> all = gatherBlocks(name, block);
       whole[name] = joinBlocks(all.data(), block.bytes(), block.dtype(), spec, config);
     }
     for (const auto &[name, shape] : config.sharded) {
-      rt::HostTensor block;
-      std::string err;
-      if (!program->getParam(name, block, err))
-        fail(err);
-      std::vector<char> all(block.bytes() * (size_t)world.size());
-      world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
-                      block.dtype())
-          .wait();
+      std::vector<char> all = gatherBlocks(name, block);
       whole[name] = wholeOf(all.data(), block.dtype(), shape);
     }
     return whole;

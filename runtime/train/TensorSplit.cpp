@@ -3,6 +3,8 @@
 #include "TensorSplit.h"
 #include "Util.h"
 
+#include "kiln/runtime/SliceTensor.h"
+
 #include <cstring>
 
 namespace kiln::train {
@@ -37,39 +39,6 @@ void blockPlace(const SplitSpec &spec, const MeshPosition &pos,
   }
 }
 
-/// Copies the block (`local` at `offset`) between `whole` (of `shape`) and
-/// `block`, rows of the last dimension at a time.
-void copyBlock(char *whole, char *block, const std::vector<int64_t> &shape,
-               const std::vector<int64_t> &local,
-               const std::vector<int64_t> &offset, size_t elt, bool toWhole) {
-  size_t rank = shape.size();
-  if (rank == 0) {
-    if (toWhole)
-      std::memcpy(whole, block, elt);
-    else
-      std::memcpy(block, whole, elt);
-    return;
-  }
-  std::vector<int64_t> stride(rank, (int64_t)elt);
-  for (int64_t d = (int64_t)rank - 2; d >= 0; --d)
-    stride[d] = stride[d + 1] * shape[d + 1];
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < rank; ++d)
-    rows *= local[d];
-  size_t run = (size_t)local[rank - 1] * elt;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at = offset[rank - 1] * (int64_t)elt;
-    for (int64_t d = (int64_t)rank - 2, q = r; d >= 0; --d) {
-      at += (offset[d] + q % local[d]) * stride[d];
-      q /= local[d];
-    }
-    if (toWhole)
-      std::memcpy(whole + at, block + (size_t)r * run, run);
-    else
-      std::memcpy(block + (size_t)r * run, whole + at, run);
-  }
-}
-
 } // namespace
 
 MeshPosition meshPositionOf(const Config &config, int rank) {
@@ -85,7 +54,7 @@ rt::HostTensor blockOfWhole(const rt::HostTensor &whole, const SplitSpec &spec,
   blockPlace(spec, pos, local, offset, "a tensor");
   rt::HostTensor block(rt::TensorDesc{whole.dtype(), local});
   if (block.bytes())
-    copyBlock(const_cast<char *>(static_cast<const char *>(whole.data())),
+    copyTensorBlock(const_cast<char *>(static_cast<const char *>(whole.data())),
               static_cast<char *>(block.data()), spec.planShape(), local, offset,
               rt::dtypeSize(whole.dtype()), /*toWhole=*/false);
   return block;
@@ -107,7 +76,7 @@ rt::HostTensor joinBlocks(const void *blocks, size_t blockBytes, rt::DType dtype
       fail("a split tensor's block is " + std::to_string(blockBytes) +
            " bytes, its shape " + d.str() + " needs " + std::to_string(d.bytes()));
     if (blockBytes)
-      copyBlock(static_cast<char *>(whole.data()),
+      copyTensorBlock(static_cast<char *>(whole.data()),
                 const_cast<char *>(src + (size_t)r * blockBytes), planShape,
                 local, offset, rt::dtypeSize(dtype), /*toWhole=*/true);
   }

@@ -11,6 +11,7 @@
 #include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/PlanFile.h"
 #include "kiln/runtime/KernelManifest.h"
+#include "kiln/runtime/SliceTensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -260,10 +261,8 @@ LogicalResult splitIntoBlocks(func::FuncOp func, const std::string &name,
                               << " bytes, its " << blocks << " blocks need "
                               << localBytes * blocks;
   out.assign(whole.size(), '\0');
-  // Row-major strides of the whole tensor, in bytes.
-  SmallVector<int64_t> stride(shape.size(), elt);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    stride[d] = stride[d + 1] * wholeShape[d + 1];
+  std::vector<int64_t> localShape(shape.begin(), shape.end()),
+      wholeDims(wholeShape.begin(), wholeShape.end());
   SmallVector<int64_t> coord(sizes.size());
   for (int64_t b = 0; b < blocks; ++b) {
     // Block b's coordinate on each axis (the last axis fastest).
@@ -271,28 +270,15 @@ LogicalResult splitIntoBlocks(func::FuncOp func, const std::string &name,
       coord[k] = r % sizes[k];
       r /= sizes[k];
     }
-    SmallVector<int64_t> offset(shape.size(), 0);
+    std::vector<int64_t> offset(shape.size(), 0);
     for (auto [d, list] : llvm::enumerate(dimAxes)) {
       int64_t idx = 0;
       for (int64_t k : list)
         idx = idx * sizes[k] + coord[k];
       offset[d] = idx * shape[d];
     }
-    // Copy the block's rows (runs of its last dimension).
-    char *dst = out.data() + b * localBytes;
-    int64_t rank = shape.size();
-    int64_t run = (rank ? shape[rank - 1] : 1) * elt;
-    int64_t rows = 1;
-    for (int64_t d = 0; d + 1 < rank; ++d)
-      rows *= shape[d];
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t at = rank ? offset[rank - 1] * elt : 0;
-      for (int64_t d = rank - 2, q = r; d >= 0; --d) {
-        at += (offset[d] + q % shape[d]) * stride[d];
-        q /= shape[d];
-      }
-      std::memcpy(dst + r * run, whole.data() + at, run);
-    }
+    copyTensorBlock(const_cast<char *>(whole.data()), out.data() + b * localBytes,
+                    wholeDims, localShape, offset, (size_t)elt, /*toWhole=*/false);
   }
   return success();
 }

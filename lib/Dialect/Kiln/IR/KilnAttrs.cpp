@@ -138,8 +138,10 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
     return verifySharding(op, name, attr.getValue(),
                           f.getArgumentTypes()[argIndex]);
   }
-  if (name == getModelShapeAttrName()) {
-    // The same elements as the argument's type, in the model's shape.
+  if (name == getModelShapeAttrName() || name == getShardedShapeAttrName()) {
+    // A whole parameter's shape: ZeRO's (kiln.sharded_shape), or the
+    // model's shape of a parameter held as a view (kiln.model_shape: the
+    // same elements as its type, unless partitioning split it).
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     auto f = dyn_cast<FunctionOpInterface>(op);
     if (!shape || llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
@@ -148,6 +150,8 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
     if (!f || regionIndex != 0 || !isParam(f, argIndex))
       return op->emitError() << name << " on argument " << argIndex
                              << ", which is not a " << getParamAttrName();
+    if (name == getShardedShapeAttrName())
+      return success();
     auto t = dyn_cast<ShapedType>(f.getArgumentTypes()[argIndex]);
     int64_t n = 1;
     for (int64_t d : shape.asArrayRef())
@@ -156,17 +160,6 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
         !f.getArgAttr(argIndex, getShardingAttrName()) && t.getNumElements() != n)
       return op->emitError() << name << " " << attr.getValue() << " has " << n
                              << " elements, argument " << argIndex << " " << t;
-    return success();
-  }
-  if (name == getShardedShapeAttrName()) {
-    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    auto f = dyn_cast<FunctionOpInterface>(op);
-    if (!shape || llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
-      return op->emitError() << name << " must be an array<i64> of "
-                             << "non-negative sizes, got " << attr.getValue();
-    if (!f || regionIndex != 0 || !isParam(f, argIndex))
-      return op->emitError() << name << " on argument " << argIndex
-                             << ", which is not a " << getParamAttrName();
     return success();
   }
   if (name == getRoleAttrName() || name == getInitAttrName()) {

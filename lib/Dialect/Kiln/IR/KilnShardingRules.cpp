@@ -221,6 +221,16 @@ KILN_BROADCAST_RULE(AdamUpdateOp)
 KILN_BROADCAST_RULE(DropoutOp)
 #undef KILN_BROADCAST_RULE
 
+/// The '+'-joined axis names of dimension `d` of `sharding` ("" whole).
+static std::string axesOfDim(Attribute sharding, int64_t d) {
+  auto dims = dyn_cast_or_null<ArrayAttr>(sharding);
+  std::string n;
+  if (!dims || d < 0 || d >= (int64_t)dims.size())
+    return n;
+  for (Attribute a : cast<ArrayAttr>(dims[d]))
+    n += (n.empty() ? "" : "+") + cast<StringAttr>(a).getValue().str();
+  return n;
+}
 void DropoutOp::localizeAttributes(ArrayRef<Attribute>,
                                    ArrayRef<Attribute> resultShardings, TypeRange,
                                    TypeRange wholeResultTypes) {
@@ -234,13 +244,10 @@ void DropoutOp::localizeAttributes(ArrayRef<Attribute>,
                    : dyn_cast<RankedTensorType>(wholeResultTypes[0]);
   if (!dims || !whole)
     return;
-  SmallVector<StringRef> split;
   std::vector<std::string> names;
   bool beyondBatch = false;
-  for (auto [d, dim] : llvm::enumerate(dims)) {
-    std::string n;
-    for (Attribute a : cast<ArrayAttr>(dim))
-      n += (n.empty() ? "" : "+") + cast<StringAttr>(a).getValue().str();
+  for (int64_t d = 0; d < (int64_t)dims.size(); ++d) {
+    std::string n = axesOfDim(dims, d);
     beyondBatch |= !n.empty() && (d != 0 || n != "dp");
     names.push_back(n);
   }
@@ -731,41 +738,29 @@ ShardingRule GatherGradOp::getShardingRule() {
   }
   return r;
 }
-/// The '+'-joined axis names of dimension `d` of `sharding` ("" whole).
-static std::string axesOfDim(Attribute sharding, int64_t d) {
-  auto dims = dyn_cast_or_null<ArrayAttr>(sharding);
-  std::string n;
-  if (!dims || d < 0 || d >= (int64_t)dims.size())
-    return n;
-  for (Attribute a : cast<ArrayAttr>(dims[d]))
-    n += (n.empty() ? "" : "+") + cast<StringAttr>(a).getValue().str();
-  return n;
+/// A gather's (or its gradient's) table split on the gathered axis: the
+/// axes splitting it and its whole size, for the kernel.
+template <typename Op>
+static void recordGatheredSplit(Op op, Attribute sharding, Type whole) {
+  std::string n = axesOfDim(sharding, op.getAxis());
+  auto t = dyn_cast_or_null<RankedTensorType>(whole);
+  if (n.empty() || !t)
+    return;
+  Builder b(op.getContext());
+  op.setSplitAttr(b.getStringAttr(n));
+  op.setWholeSizeAttr(b.getI64IntegerAttr(t.getDimSize(op.getAxis())));
 }
 void GatherOp::localizeAttributes(ArrayRef<Attribute> operandShardings,
                                   ArrayRef<Attribute>, TypeRange wholeOperandTypes,
                                   TypeRange) {
-  if (operandShardings.empty() || wholeOperandTypes.empty())
-    return;
-  std::string n = axesOfDim(operandShardings[0], getAxis());
-  auto t = dyn_cast<RankedTensorType>(wholeOperandTypes[0]);
-  if (n.empty() || !t)
-    return;
-  Builder b(getContext());
-  setSplitAttr(b.getStringAttr(n));
-  setWholeSizeAttr(b.getI64IntegerAttr(t.getDimSize(getAxis())));
+  if (!operandShardings.empty() && !wholeOperandTypes.empty())
+    recordGatheredSplit(*this, operandShardings[0], wholeOperandTypes[0]);
 }
 void GatherGradOp::localizeAttributes(ArrayRef<Attribute>,
                                       ArrayRef<Attribute> resultShardings,
                                       TypeRange, TypeRange wholeResultTypes) {
-  if (resultShardings.empty() || wholeResultTypes.empty())
-    return;
-  std::string n = axesOfDim(resultShardings[0], getAxis());
-  auto t = dyn_cast<RankedTensorType>(wholeResultTypes[0]);
-  if (n.empty() || !t)
-    return;
-  Builder b(getContext());
-  setSplitAttr(b.getStringAttr(n));
-  setWholeSizeAttr(b.getI64IntegerAttr(t.getDimSize(getAxis())));
+  if (!resultShardings.empty() && !wholeResultTypes.empty())
+    recordGatheredSplit(*this, resultShardings[0], wholeResultTypes[0]);
 }
 ShardingRule GatherElementsOp::getShardingRule() {
   ShardingRule r = ShardingRule::allWhole(getOperation());

@@ -139,8 +139,7 @@ struct MegatronPass : public kiln::impl::KilnTpMegatronPassBase<MegatronPass> {
   /// outputs split on their features, and the row projections' outputs
   /// (after their bias) and every LayerNorm split on the sequence, so the
   /// propagation splits the residual stream on the sequence between them.
-  void pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks,
-                           ArrayRef<Projection> heads);
+  void pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks);
 };
 
 ArrayAttr spec(MLIRContext *ctx, int64_t rank, int64_t dim) {
@@ -220,8 +219,7 @@ void MegatronPass::unfuse(func::FuncOp f, Block &b) {
                  spec(ctx, 2, 1));
 }
 
-void MegatronPass::pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks,
-                                       ArrayRef<Projection> heads) {
+void MegatronPass::pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks) {
   MLIRContext *ctx = f.getContext();
   auto axes = [&](std::initializer_list<StringRef> names) {
     SmallVector<Attribute> a;
@@ -284,7 +282,6 @@ void MegatronPass::pinSequenceParallel(func::FuncOp f, ArrayRef<Block> blocks,
     if (ln.getAxis() == 2)
       pin(ln, {1, 1, 1});
   });
-  (void)heads;
 }
 
 void MegatronPass::runOnOperation() {
@@ -586,7 +583,7 @@ void MegatronPass::runOnOperation() {
     records.push_back(r.getDictionary(ctx));
   }
   if (sequenceParallel && !blocks.empty())
-    pinSequenceParallel(f, blocks, heads);
+    pinSequenceParallel(f, blocks);
   m->setAttr(kiln::KilnDialect::getTpBlocksAttrName(), ArrayAttr::get(ctx, records));
   for (const std::string &s : skipped)
     m.emitWarning() << "--tp megatron: " << s << " stays whole";

@@ -3,7 +3,10 @@
 //
 // The raw-bytes gather structured channel pruning applies to a parameter's
 // value (--kiln-prune-channels) and to the ONNX initializer the pruned
-// model is exported with, so both cut the same elements. Header-only.
+// model is exported with, so both cut the same elements; and the block copy
+// tensor parallelism's split parameters use, in the plan the compiler
+// writes (ExportPlan) and in the runtime's checkpoints and export
+// (runtime/train/TensorSplit.cpp). Header-only.
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_SLICETENSOR_H
 #define KILN_RUNTIME_SLICETENSOR_H
@@ -62,6 +65,41 @@ inline std::string sliceTensorBytes(const std::string &data,
     }
   }
   return res;
+}
+
+/// Copies the block of shape `local` at `offset` (per dimension) of a
+/// row-major tensor of shape `whole` (elements of `eltBytes` bytes) from
+/// `wholeData` into the contiguous `block`, or back with `toWhole`; runs of
+/// the last dimension at a time. The caller checks the sizes.
+inline void copyTensorBlock(char *wholeData, char *block,
+                            const std::vector<int64_t> &whole,
+                            const std::vector<int64_t> &local,
+                            const std::vector<int64_t> &offset, size_t eltBytes,
+                            bool toWhole) {
+  size_t rank = whole.size();
+  if (rank == 0) {
+    std::memcpy(toWhole ? wholeData : block, toWhole ? block : wholeData, eltBytes);
+    return;
+  }
+  std::vector<int64_t> stride(rank, (int64_t)eltBytes);
+  for (size_t d = rank - 1; d-- > 0;)
+    stride[d] = stride[d + 1] * whole[d + 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= local[d];
+  size_t run = (size_t)local[rank - 1] * eltBytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = offset[rank - 1] * (int64_t)eltBytes;
+    int64_t q = r;
+    for (size_t d = rank - 1; d-- > 0;) {
+      at += (offset[d] + q % local[d]) * stride[d];
+      q /= local[d];
+    }
+    if (toWhole)
+      std::memcpy(wholeData + at, block + (size_t)r * run, run);
+    else
+      std::memcpy(block + (size_t)r * run, wholeData + at, run);
+  }
 }
 
 } // namespace kiln
