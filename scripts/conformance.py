@@ -30,7 +30,8 @@ BatchNormalization LayerNormalization MaxPool AveragePool GlobalAveragePool
 Flatten Reshape Transpose Squeeze Unsqueeze Concat Split Slice Gather Expand Tile
 Where Equal Less Greater Not Cast Constant ConstantOfShape Shape Identity Dropout
 Pad ReduceMean ReduceSum ReduceMax ReduceMin ArgMax Sum Max Min Mean Range
-SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss QuantizeLinear DequantizeLinear Round""".split()
+SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss QuantizeLinear DequantizeLinear Round
+TopK CumSum OneHot ScatterElements Scatter ScatterND""".split()
 
 
 def op_types(folder):

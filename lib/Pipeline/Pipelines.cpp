@@ -195,6 +195,25 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (opts.tp < 1)
     return failWith("mesh", "tp must be at least 1, got " +
                                 std::to_string(opts.tp));
+  if (opts.ep < 1)
+    return failWith("mesh", "ep must be at least 1, got " + std::to_string(opts.ep));
+  if (opts.ep > 1 && opts.tp > 1)
+    return failWith("mesh", "a mesh with both ep and tp is not supported yet "
+                            "(dp x ep and dp x tp are)");
+  if (opts.ep > 1 && opts.zero > 0)
+    return failWith("mesh", "--zero with expert parallelism (--mesh ...,ep=E) "
+                            "is not supported yet");
+  if (opts.ep > 1 && opts.pruneAt > 0 &&
+      (opts.pruneChannels >= 0 || opts.pruneSparsity >= 0))
+    return failWith("mesh", "pruning during the run with expert parallelism "
+                            "(--mesh ...,ep=E) is not supported yet");
+  if (opts.ep > 1 && (opts.import.batchSize <= 0 ||
+                      opts.import.batchSize % (opts.dp * opts.ep)))
+    return failWith("mesh", "the global batch " + std::to_string(opts.import.batchSize) +
+                                " does not divide over the " +
+                                std::to_string(opts.dp * opts.ep) +
+                                " ranks of dp x ep (expert parallelism's ranks "
+                                "each take their share of the batch)");
   if (opts.tp > 1 && opts.zero > 0)
     return failWith("mesh", "--zero with tensor parallelism (--mesh ...,tp=N) "
                             "is not supported yet");
@@ -377,7 +396,41 @@ bool kiln::compileONNXToTraining(const std::string &path,
   // Tensor parallelism by strategy: on @forward (autodiff copies the
   // shardings to @train_step), after the eval copy (evaluation runs the
   // model whole, in its own shapes).
-  int64_t dp = opts.dp, tp = opts.tp;
+  int64_t dp = opts.dp, tp = opts.tp, ep = opts.ep;
+  // Expert parallelism: the stacked expert weights split by expert.
+  if (ep > 1) {
+    PassManager pm(&ctx);
+    KilnExpertParallelPassOptions eo;
+    eo.ep = ep;
+    pm.addPass(createKilnExpertParallelPass(eo));
+    if (failed(pm.run(*module)))
+      return fail("ep");
+    int64_t layers = 0, params = 0, experts = 0;
+    if (auto found = (*module)->getAttrOfType<ArrayAttr>(KilnDialect::getEpLayersAttrName()))
+      for (Attribute a : found) {
+        auto d = cast<DictionaryAttr>(a);
+        ++layers;
+        params += (int64_t)d.getAs<ArrayAttr>("params").size();
+        experts = d.getAs<IntegerAttr>("experts").getInt();
+      }
+    if (!layers) {
+      // Say so and go on as data parallelism over all the ranks.
+      result.warnings.push_back(
+          "--mesh ep=" + std::to_string(ep) + " found no expert layer (a batched "
+          "matmul by stacked expert weights [E, in, out]) to split; the " +
+          std::to_string(dp * ep) + " ranks train as data parallelism (dp=" +
+          std::to_string(dp * ep) + ")");
+      dp *= ep;
+      ep = 1;
+    } else {
+      result.tpSummary = "--mesh ep=" + std::to_string(ep) + ": " +
+                         std::to_string(layers) + " expert projection" +
+                         (layers == 1 ? "" : "s") + " (" + std::to_string(params) +
+                         " parameters) split by expert, " +
+                         std::to_string(experts / ep) + " of " +
+                         std::to_string(experts) + " experts per rank";
+    }
+  }
   // The strategy split an LM head: its cross-entropy is expanded so the
   // logits stay split.
   bool vocabParallel = false;
@@ -470,7 +523,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
       pm.addPass(createKilnExpandBatchNormPass());
     // A loss averaged over valid labels splits over the ranks as a sum
     // over a count (its mean form keeps the batch whole).
-    if (dp > 1 || vocabParallel)
+    if (dp > 1 || ep > 1 || vocabParallel)
       pm.addPass(createKilnExpandLossMeanPass());
     // A vocab-parallel LM head: the loss and its gradient on split logits.
     if (vocabParallel)
@@ -480,6 +533,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     KilnDataParallelPassOptions dpo;
     dpo.dp = dp;
     dpo.tp = tp;
+    dpo.ep = ep;
     for (const std::string &a : opts.shard)
       dpo.shard += (dpo.shard.empty() ? "" : ";") + a;
     dpo.compression = opts.gradCompression;
@@ -563,7 +617,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
   using K = rt::TrainConfigKey;
   auto key = [](K k) { return llvm::StringRef(rt::trainConfigKey(k)); };
   llvm::json::Array data;
-  int64_t batch = dp > 1 ? opts.import.batchSize / dp
+  int64_t batch = dp * ep > 1 ? opts.import.batchSize / (dp * ep)
                               : opts.import.batchSize;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (isParam(step, i))
@@ -785,7 +839,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     result.rankParamBytes += local;
     result.modelParamBytes += whole;
   }
-  if (dp > 1 || tp > 1) {
+  if (dp > 1 || tp > 1 || ep > 1) {
     // ZeRO's sharded parameters: name -> the whole tensor's shape.
     llvm::json::Object sharded;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -828,6 +882,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     }
     config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), dp},
                                               {key(K::MeshTp), tp},
+                                              {key(K::MeshEp), ep},
                                               {key(K::MeshZero), opts.zero},
                                               {key(K::MeshSharded), std::move(sharded)},
                                               {key(K::MeshSplit), std::move(split)}};

@@ -217,8 +217,7 @@ struct BlockLayout {
   size_t outer = 1, run = 0;
 };
 BlockLayout blockLayout(const KernelSpec &spec, const TensorDesc &whole,
-                        const TensorDesc &block) {
-  int64_t dim = spec.attrs.getInt("dim", 0);
+                        const TensorDesc &block, int64_t dim) {
   if (dim < 0 || dim >= (int64_t)whole.shape.size() ||
       whole.shape.size() != block.shape.size())
     fail(spec, "dim " + std::to_string(dim) + " is not a dimension of " +
@@ -235,6 +234,10 @@ BlockLayout blockLayout(const KernelSpec &spec, const TensorDesc &whole,
     l.outer *= (size_t)whole.shape[d];
   l.run = l.outer ? block.bytes() / l.outer : 0;
   return l;
+}
+BlockLayout blockLayout(const KernelSpec &spec, const TensorDesc &whole,
+                        const TensorDesc &block) {
+  return blockLayout(spec, whole, block, spec.attrs.getInt("dim", 0));
 }
 
 /// `packed` (ranks blocks one after the other) from `whole` (blocks
@@ -329,6 +332,55 @@ std::unique_ptr<Kernel> makeAllSlice(const KernelSpec &spec) {
   });
 }
 
+/// all_to_all: the input cut into one block per rank along `split_dim`,
+/// block j to rank j; the blocks received joined along `concat_dim` in rank
+/// order (split_dim != concat_dim: the output is the input with
+/// split_dim / ranks and concat_dim x ranks). Blocks are packed into rank
+/// order before the one exchange and unpacked after.
+std::unique_ptr<Kernel> makeAllToAll(const KernelSpec &spec) {
+  expectArity(spec, 1, 1);
+  const TensorDesc &in = *spec.inputs[0], &outD = *spec.outputs[0];
+  const int64_t split = spec.attrs.getInt("split_dim"), concat = spec.attrs.getInt("concat_dim");
+  const int64_t rank = (int64_t)in.rank();
+  if (split < 0 || split >= rank || concat < 0 || concat >= rank || split == concat)
+    fail(spec, "split_dim " + std::to_string(split) + " and concat_dim " +
+                   std::to_string(concat) + " must be two dimensions of " + in.str());
+  if (in.dtype != outD.dtype || outD.rank() != in.rank() || outD.shape[split] < 1 ||
+      in.shape[split] % outD.shape[split])
+    fail(spec, "the output " + outD.str() + " is not the input " + in.str() +
+                   " cut along dimension " + std::to_string(split));
+  const int64_t ranks0 = in.shape[split] / outD.shape[split];
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != split && outD.shape[d] != (d == concat ? in.shape[d] * ranks0 : in.shape[d]))
+      fail(spec, "the output " + outD.str() + " is not " + std::to_string(ranks0) +
+                     " blocks of the input " + in.str() + " joined along dimension " +
+                     std::to_string(concat));
+  // The block each rank sends: the input cut along split_dim, which is
+  // also the output cut along concat_dim.
+  TensorDesc piece = in;
+  piece.shape[split] = outD.shape[split];
+  const BlockLayout sendL = blockLayout(spec, in, piece, split);
+  const BlockLayout recvL = blockLayout(spec, outD, piece, concat);
+  const std::string axis = meshAxis(spec);
+  const DType dtype = in.dtype;
+  const size_t n = (size_t)piece.numel(), bytes = in.bytes();
+  auto scratch = std::make_shared<std::vector<char>>(2 * bytes);
+  return make([=](ExecContext &ctx, const void *const *inp, void *const *out) {
+    int ranks = ctx.collectives ? ctx.collectives->groupSize(axis) : 1;
+    if (ranks != ranks0)
+      fail(spec, "its blocks are cut for " + std::to_string(ranks0) + " ranks; mesh axis '" +
+                     axis + "' has " + std::to_string(ranks));
+    if (!ctx.collectives) {
+      std::memmove(out[0], inp[0], bytes);
+      return;
+    }
+    char *send = scratch->data(), *recv = scratch->data() + bytes;
+    repack(sendL, ranks, static_cast<const char *>(inp[0]), send, /*unpack=*/false);
+    ctx.collectives->allToAll(axis, send, recv, n, dtype);
+    repack(recvL, ranks, recv, static_cast<char *>(out[0]), /*unpack=*/true);
+  });
+}
+
 std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   expectArity(spec, 1, 1);
   sameDesc(spec, spec.outputs[0], spec.inputs[0], "the output");
@@ -357,6 +409,7 @@ void registerCollectiveKernels(KernelRegistry &r) {
   r.add("reduce_scatter", makeReduceScatter);
   r.add("all_gather", makeAllGather);
   r.add("all_slice", makeAllSlice);
+  r.add("all_to_all", makeAllToAll);
 }
 
 } // namespace kiln::rt::cpu

@@ -24,6 +24,7 @@ void registerRandomKernels(KernelRegistry &r);      // Random.cpp
 void registerLossKernels(KernelRegistry &r);        // Loss.cpp
 void registerBackwardKernels(KernelRegistry &r);    // Backward.cpp
 void registerCollectiveKernels(KernelRegistry &r);  // Collective.cpp
+void registerIndexingKernels(KernelRegistry &r);    // Indexing.cpp
 
 } // namespace kiln::rt::cpu
 

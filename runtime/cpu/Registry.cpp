@@ -18,6 +18,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerLossKernels(r);
   cpu::registerBackwardKernels(r);
   cpu::registerCollectiveKernels(r);
+  cpu::registerIndexingKernels(r);
 }
 
 const std::vector<std::string> &runtimeOnlyKernels() {

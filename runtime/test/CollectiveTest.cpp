@@ -44,6 +44,16 @@ public:
       for (size_t i = 0; i < count; ++i)
         r[(size_t)k * count + i] = s[i] + 100.0f * (float)(k - me_);
   }
+  /// Member k sent this rank block `me` of its input, which is this
+  /// rank's block + 100 (k - me).
+  void allToAll(const std::string &, const void *send, void *recv, size_t count,
+                DType) override {
+    const float *s = static_cast<const float *>(send) + (size_t)me_ * count;
+    float *r = static_cast<float *>(recv);
+    for (int k = 0; k < ranks_; ++k)
+      for (size_t i = 0; i < count; ++i)
+        r[(size_t)k * count + i] = s[i] + 100.0f * (float)(k - me_);
+  }
   void allReduce(const std::string &, void *, size_t, DType, CollectiveOp) override {}
   void allReduceCompressed(const std::string &, int, float *, size_t,
                            const std::string &) override {}
@@ -157,6 +167,57 @@ namespace {
 // table. Its gather returns those rows for the indices in its range (counted
 // in the whole table, negative from its end) and zeros for the others; its
 // gather_grad adds only into the rows it holds.
+// all_to_all (expert parallelism's dispatch): the input cut along
+// split_dim, block j to rank j; what rank k sends back (the fake group: this
+// rank's block me + 100 (k - me)) lands at block k along concat_dim.
+TEST(Collective, AllToAllCutsAlongOneDimAndJoinsAlongAnother) {
+  for (auto [split, concat] : {std::pair<int64_t, int64_t>{1, 0}, {0, 2}, {2, 1}}) {
+    for (int me : {0, 1, 2}) {
+      const int ranks = 3;
+      std::vector<int64_t> inShape = {3, 6, 3};
+      std::vector<int64_t> outShape = inShape;
+      outShape[split] /= ranks;
+      outShape[concat] *= ranks;
+      TensorDesc inD{DType::F32, inShape}, outD{DType::F32, outShape};
+      FakeGroup group(ranks, me);
+      ExecContext ctx;
+      ctx.collectives = &group;
+      HostTensor x = wholeOf(inShape), y(outD);
+      std::fill(y.as<float>(), y.as<float>() + y.numel(), -1.0f);
+      auto kern = build(kReg, "all_to_all", {inD}, {outD},
+                        {{"axis", "ep"}, {"split_dim", split}, {"concat_dim", concat}});
+      const void *in[] = {x.data()};
+      void *out[] = {y.data()};
+      kern->run(ctx, in, out);
+      const int64_t bs = inShape[split] / ranks, bc = inShape[concat];
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        std::vector<int64_t> oc = coords(i, outShape), src = oc;
+        int64_t k = oc[concat] / bc;
+        src[concat] = oc[concat] % bc;
+        src[split] = me * bs + oc[split];
+        ASSERT_EQ(y.as<float>()[i],
+                  x.as<float>()[linear(src, inShape)] + 100.0f * (float)(k - me))
+            << "split " << split << " concat " << concat << " rank " << me << " at " << i;
+      }
+    }
+  }
+  // Dimensions that do not cut or join into the output: one line each.
+  expectError(
+      [] {
+        build(kReg, "all_to_all", {TensorDesc{DType::F32, {4, 6}}},
+              {TensorDesc{DType::F32, {8, 3}}},
+              {{"axis", "ep"}, {"split_dim", 1}, {"concat_dim", 1}});
+      },
+      "must be two dimensions");
+  expectError(
+      [] {
+        build(kReg, "all_to_all", {TensorDesc{DType::F32, {4, 6}}},
+              {TensorDesc{DType::F32, {4, 3}}},
+              {{"axis", "ep"}, {"split_dim", 1}, {"concat_dim", 0}});
+      },
+      "joined along dimension 0");
+}
+
 TEST(SplitGather, LooksUpAndAccumulatesOnlyTheRowsThisRankHolds) {
   FakeGroup group(2, 1);
   ExecContext ctx;

@@ -404,7 +404,7 @@ std::string CheckpointStore::save(const rt::Program &program,
   // The global batch and the ranks that trained: data parallelism
   // replicates every parameter, so any number of ranks resumes it.
   manifest.ranks = config.ranks();
-  manifest.batchSize = config.batchSize * config.dp;
+  manifest.batchSize = config.batchSize * config.dataRanks();
   manifest.rankState = rankState;
   if (!writeFileSynced(tmp + "/" + kManifest, writeCheckpointManifest(manifest),
                        err))
@@ -483,10 +483,10 @@ bool CheckpointStore::resume(
         fail("--resume: checkpoint " + path + " was written for another model "
              "(model_sha256 " + shortSha(m.modelSha256) +
              ", this executable's model is " + shortSha(modelSha_) + ")");
-      if (m.batchSize != config.batchSize * config.dp)
+      if (m.batchSize != config.batchSize * config.dataRanks())
         fail("--resume: checkpoint " + path + " was written with batch size " +
              std::to_string(m.batchSize) + ", this executable trains with " +
-             std::to_string(config.batchSize * config.dp));
+             std::to_string(config.batchSize * config.dataRanks()));
       if (m.optimizer != config.optimizer)
         fail("--resume: checkpoint " + path + " was written with optimizer '" +
              m.optimizer + "', this executable trains with '" +

@@ -228,6 +228,12 @@ Config parseConfig(std::string_view text) {
       if (c.tp < 1 || c.tp > (int64_t(1) << 20) || c.dp * c.tp > (int64_t(1) << 20))
         bad("mesh tp must be in [1, 2^20] and dp x tp at most 2^20, got tp " +
             std::to_string(c.tp));
+      c.ep = *getInt(*m, Key::MeshEp, "mesh ");
+      if (c.ep < 1 || c.ep > (int64_t(1) << 20) || c.dp * c.tp * c.ep > (int64_t(1) << 20))
+        bad("mesh ep must be in [1, 2^20] and dp x ep x tp at most 2^20, got ep " +
+            std::to_string(c.ep));
+      if (c.ep > 1 && c.tp > 1)
+        bad("mesh ep and tp cannot both be above 1");
       if (const json *s = field(*m, Key::MeshSplit)) {
         if (!s->is_object())
           bad("mesh 'split' must be an object of name: {shape, dims}");
@@ -267,8 +273,9 @@ Config parseConfig(std::string_view text) {
             std::vector<std::string> names;
             for (const json &a : axes) {
               if (!a.is_string() || (a.get<std::string>() != "dp" &&
-                                     a.get<std::string>() != "tp"))
-                bad("mesh split '" + name + "': mesh axes are dp and tp");
+                                     a.get<std::string>() != "tp" &&
+                                     a.get<std::string>() != "ep"))
+                bad("mesh split '" + name + "': mesh axes are dp, ep and tp");
               names.push_back(a.get<std::string>());
             }
             sp.dims.push_back(std::move(names));

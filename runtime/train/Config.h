@@ -110,8 +110,12 @@ struct Config {
   /// Tensor parallelism: parameters (and optimizer state) each rank holds
   /// a block of, by name (the plan's parameter is the block; TensorSplit.h).
   std::map<std::string, SplitSpec> split;
-  /// All ranks: dp x tp.
-  int64_t ranks() const { return dp * tp; }
+  int64_t ep = 1;          // ranks on the expert-parallel axis (inside dp)
+  /// All ranks: dp x ep x tp (ep and tp not both above 1).
+  int64_t ranks() const { return dp * ep * tp; }
+  /// The ranks that read different samples: dp x ep (the batch is split
+  /// over both; a tp group reads the same samples).
+  int64_t dataRanks() const { return dp * ep; }
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

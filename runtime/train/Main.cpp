@@ -318,14 +318,16 @@ int runTraining(int argc, char **argv) {
   const bool lead = rank == 0;
   Alerts alerts(alertConfig, rank);
   SystemMonitor monitor;
-  const std::string meshText =
-      config.tp > 1 ? (config.dp > 1 ? "dp=" + std::to_string(config.dp) + "," : "") +
-                          "tp=" + std::to_string(config.tp)
-                    : "dp=" + std::to_string(config.dp);
+  std::string meshText;
+  for (auto [name, size] : {std::pair<const char *, int64_t>{"dp", config.dp},
+                            {"ep", config.ep}, {"tp", config.tp}})
+    if (size > 1 || (!std::strcmp(name, "dp") && config.ranks() == 1))
+      meshText += (meshText.empty() ? "" : ",") + std::string(name) + "=" +
+                  std::to_string(size);
   if (world.size() != config.ranks())
     fail(config.ranks() > 1
              ? "this executable trains on " + std::to_string(config.ranks()) +
-                   (config.tp > 1 ? " ranks" : " data-parallel ranks") +
+                   (config.tp > 1 || config.ep > 1 ? " ranks" : " data-parallel ranks") +
                    " (compiled with --mesh " + meshText +
                    "): run it with mpirun -np " +
                    std::to_string(config.ranks()) + "; it was started as " +
@@ -335,19 +337,49 @@ int runTraining(int argc, char **argv) {
                    std::to_string(world.size()) +
                    " were started; compile with --mesh dp=" +
                    std::to_string(world.size()) + " to train on them");
-  // The mesh dp x tp, tp fastest: this rank's groups along each axis (and
-  // the world, for a collective over both).
+  // The mesh dp x ep x tp, the last fastest: this rank's group along every
+  // set of mesh axes a collective may name ("dp", "ep", "dp+ep", ...:
+  // the axes of more than one rank, joined in mesh order).
   const MeshPosition meshPos = meshPositionOf(config, rank);
-  const int dpIndex = (int)meshPos[0].index;
+  // The samples this rank reads: its place over dp x ep.
+  const int dataIndex = (int)(meshPos[0].index * meshPos[1].size + meshPos[1].index);
   comm::MeshCollectives collectives;
-  std::unique_ptr<comm::Communicator> dpGroup, tpGroup, hierarchical;
+  std::vector<std::unique_ptr<comm::Communicator>> groups;
+  std::unique_ptr<comm::Communicator> hierarchical;
   comm::Communicator *dpComm = &world;
-  if (config.tp > 1) {
-    dpGroup = world.split((int)meshPos[1].index, dpIndex, "dp");
-    tpGroup = world.split(dpIndex, (int)meshPos[1].index, "tp");
-    dpComm = dpGroup.get();
-    collectives.addAxis("tp", *tpGroup);
-    collectives.addAxis("dp+tp", world);
+  {
+    std::vector<const rt::Program::MeshAxisPosition *> axes;
+    for (const auto &p : meshPos)
+      if (p.size > 1)
+        axes.push_back(&p);
+    const unsigned full = (1u << axes.size()) - 1;
+    for (unsigned mask = 1; mask <= full; ++mask) {
+      int64_t color = 0, key = 0;
+      std::string name;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (mask & (1u << i)) {
+          key = key * axes[i]->size + axes[i]->index;
+          name += (name.empty() ? "" : "+") + axes[i]->axis;
+        } else {
+          color = color * axes[i]->size + axes[i]->index;
+        }
+      }
+      comm::Communicator *c = &world;
+      if (mask != full) {
+        groups.push_back(world.split((int)color, (int)key, name));
+        c = groups.back().get();
+      }
+      if (name == "dp")
+        dpComm = c;
+      else
+        collectives.addAxis(name, *c);
+    }
+    // A plan without a dp axis of its own (ep=E alone) still names none;
+    // "dp" is the group of this rank alone then.
+    if (config.dp == 1 && config.ranks() > 1) {
+      groups.push_back(world.split(rank, 0, "dp"));
+      dpComm = groups.back().get();
+    }
   }
   if (config.dp > 1)
     hierarchical = comm::makeHierarchical(*dpComm, (int)opt.ranksPerNode);
@@ -356,11 +388,11 @@ int runTraining(int argc, char **argv) {
     for (rt::Program *p : {program.get(), pruned.get()})
       if (p) {
         p->setCollectives(&collectives);
-        p->setBatchShard(dpIndex, config.dp);
+        p->setBatchShard(dataIndex, config.dataRanks());
         if (!config.split.empty())
           p->setMeshPosition(meshPos);
       }
-  const int64_t globalBatch = config.batchSize * config.dp;
+  const int64_t globalBatch = config.batchSize * config.dataRanks();
 
   // The plan's inputs: lr, step and the config's data entries.
   rt::HostTensor lrT(rt::TensorDesc{rt::DType::F32, {}});
@@ -473,8 +505,8 @@ int runTraining(int argc, char **argv) {
   dataOptions.threads = (int)opt.loaderThreads;
   data.open(opt.data, config.data, config.batchSize, "--data",
             /*partialBatch=*/false, dataOptions);
-  if (config.dp > 1)
-    data.setShard(dpIndex, config.dp); // a tp group reads the same samples
+  if (config.dataRanks() > 1)
+    data.setShard(dataIndex, config.dataRanks()); // a tp group reads the same samples
   if (config.loss == "cross-entropy" && config.numClasses)
     data.checkLabels(config.labels, *config.numClasses, config.ignoreIndex);
   // --augment: checked against the inputs before the first step.
@@ -615,7 +647,7 @@ int runTraining(int argc, char **argv) {
     std::string head = "kiln-train: " + config.model + ": " +
                        std::to_string(data.numSamples()) + " samples, batch " +
                        std::to_string(globalBatch) +
-                       (config.dp > 1 ? " (" + std::to_string(config.dp) +
+                       (config.dataRanks() > 1 ? " (" + std::to_string(config.dataRanks()) +
                                             " ranks x " +
                                             std::to_string(config.batchSize) + ")"
                                       : "") +
@@ -660,7 +692,9 @@ int runTraining(int argc, char **argv) {
       auto mib = [](double b) { return fmt("%.2f", b / (1024.0 * 1024.0)); };
       std::string part = "1/" + std::to_string(config.dp);
       if (!config.split.empty())
-        log.message("tensor parallelism (tp=" + std::to_string(config.tp) +
+        log.message(std::string(config.tp > 1 ? "tensor" : "expert") + " parallelism (" +
+                    (config.tp > 1 ? "tp=" + std::to_string(config.tp)
+                                   : "ep=" + std::to_string(config.ep)) +
                     "): this rank holds " + mib(weights + state) + " MiB of the "
                     "model's " + mib(wholeBytes) + " MiB of parameters and "
                     "optimizer state (" + std::to_string(config.split.size()) +

@@ -42,7 +42,11 @@ void blockPlace(const SplitSpec &spec, const MeshPosition &pos,
 } // namespace
 
 MeshPosition meshPositionOf(const Config &config, int rank) {
-  return {{"dp", rank / config.tp, config.dp}, {"tp", rank % config.tp, config.tp}};
+  // dp outermost, then ep, tp fastest (ep and tp are not both above 1).
+  const int64_t inner = config.ep * config.tp;
+  return {{"dp", rank / inner, config.dp},
+          {"ep", (rank / config.tp) % config.ep, config.ep},
+          {"tp", rank % config.tp, config.tp}};
 }
 
 rt::HostTensor blockOfWhole(const rt::HostTensor &whole, const SplitSpec &spec,

@@ -190,6 +190,99 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class MoE(nn.Module):
+    """A mixture-of-experts feed-forward layer (GShard/Switch style): a
+    linear router, softmax, top-k gating renormalised over the k choices,
+    stacked expert weights [E, d, h] and [E, h, d], and per-sequence expert
+    capacity ceil(k * T / E * capacity_factor): each sequence is a group, all
+    first choices take their slots before the second choices (GShard's
+    priority), and a token an expert has no slot for is dropped by that
+    expert. Dispatch and combine are dense one-hot products, so the layer
+    exports as MatMul, TopK, OneHot and CumSum. forward returns the output
+    and the load-balancing loss E * sum_e f_e * P_e (f_e: the fraction of
+    tokens whose first choice is e, P_e: the mean router probability)."""
+
+    def __init__(self, d_model, n_expert=4, k=2, capacity_factor=1.25,
+                 hidden=None):
+        super().__init__()
+        h = hidden or 2 * d_model
+        self.n_expert, self.k, self.cf = n_expert, k, capacity_factor
+        self.router = nn.Linear(d_model, n_expert, bias=False)
+        self.w1 = nn.Parameter(torch.randn(n_expert, d_model, h) * 0.1)
+        self.b1 = nn.Parameter(torch.zeros(n_expert, 1, h))
+        self.w2 = nn.Parameter(torch.randn(n_expert, h, d_model) * 0.1)
+        self.b2 = nn.Parameter(torch.zeros(n_expert, 1, d_model))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        E, k = self.n_expert, self.k
+        cap = int(math.ceil(k * T / E * self.cf))
+        probs = F.softmax(self.router(x), dim=-1)              # [B,T,E]
+        gate, idx = probs.topk(k, dim=-1)                      # [B,T,k]
+        gate = gate / gate.sum(-1, keepdim=True)
+        mask = F.one_hot(idx, E).to(x.dtype)                   # [B,T,k,E]
+        m = mask.transpose(1, 2).reshape(B, k * T, E)          # choice-major
+        pos = (torch.cumsum(m, dim=1) - 1.0) * m               # slot in expert
+        keep = m * (pos < cap).to(x.dtype)
+        slot = F.one_hot(pos.clamp(0, cap - 1).long(), cap).to(x.dtype)
+        dk = (keep.unsqueeze(-1) * slot).reshape(B, k, T, E * cap)
+        dispatch = dk.sum(1)                                   # [B,T,E*cap]
+        combine = (dk * gate.transpose(1, 2).unsqueeze(-1)).sum(1)
+        xin = dispatch.transpose(1, 2) @ x                     # [B,E*cap,D]
+        xin = xin.reshape(B, E, cap, D).transpose(0, 1).reshape(E, B * cap, D)
+        hid = F.gelu(xin @ self.w1 + self.b1)                  # [E,B*cap,h]
+        y = hid @ self.w2 + self.b2                            # [E,B*cap,D]
+        y = y.reshape(E, B, cap, D).transpose(0, 1).reshape(B, E * cap, D)
+        out = combine @ y                                      # [B,T,D]
+        f = mask[:, :, 0, :].mean(dim=(0, 1))
+        aux = E * (f * probs.mean(dim=(0, 1))).sum()
+        return out, aux
+
+
+class MoEBlock(nn.Module):
+    def __init__(self, d_model, n_head, block_size, dropout, **moe):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.moe = MoE(d_model, **moe)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        y, aux = self.moe(self.ln2(x))
+        return x + y, aux
+
+
+class MoEGPT(nn.Module):
+    """The GPT decoder with every block's MLP a MoE layer (E=4, top-2); it
+    computes its own loss: the mean token cross-entropy plus aux_coef times
+    the blocks' load-balancing losses (train with --loss output)."""
+
+    def __init__(self, vocab=64, block_size=16, n_layer=2, n_head=2,
+                 d_model=32, dropout=0.0, aux_coef=0.01, **moe):
+        super().__init__()
+        self.aux_coef = aux_coef
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.blocks = nn.ModuleList(
+            [MoEBlock(d_model, n_head, block_size, dropout, **moe)
+             for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, idx, labels):
+        B, T = idx.size()
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos).unsqueeze(0)
+        aux = 0.0
+        for block in self.blocks:
+            x, a = block(x)
+            aux = aux + a
+        logits = self.head(self.ln_f(x))
+        ce = F.cross_entropy(logits.reshape(B * T, -1), labels.reshape(B * T))
+        return ce + self.aux_coef * aux
+
+
 class TinyOps(nn.Module):
     """A grab bag of exporter patterns; every branch feeds an output."""
 
@@ -267,6 +360,10 @@ MODELS = {
                lambda: (_x(8, 784),
                         torch.randint(0, 10, (8,), dtype=torch.int64)),
                ["x", "labels"], ["loss"]),
+    "moe": (MoEGPT,
+            lambda: (torch.randint(0, 64, (2, 16), dtype=torch.int64),
+                     torch.randint(0, 64, (2, 16), dtype=torch.int64)),
+            ["idx", "labels"], ["loss"]),
     "tiny_ops": (TinyOps, lambda: (_x(2, 3, 8, 8),), ["x"], ["out", "flat"]),
 }
 

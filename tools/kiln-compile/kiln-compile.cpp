@@ -98,8 +98,11 @@ cl::opt<std::string> mesh("mesh",
                                    "(mpirun -np N), each on batch-size / N "
                                    "samples of every global batch; tp=M splits "
                                    "the parameters --shard names over M ranks "
-                                   "(dp=N,tp=M: N x M ranks)"),
-                          cl::value_desc("dp=N[,tp=M]"), cl::cat(kilnCategory));
+                                   "(dp=N,tp=M: N x M ranks); ep=E splits "
+                                   "a mixture of experts' stacked expert "
+                                   "weights by expert over E ranks that are "
+                                   "data-parallel elsewhere (dp=N,ep=E)"),
+                          cl::value_desc("dp=N[,tp=M|,ep=E]"), cl::cat(kilnCategory));
 cl::opt<std::string> tpStrategy(
     "tp",
     cl::desc("tensor-parallel strategy with --mesh ...,tp=M: megatron finds "
@@ -338,16 +341,27 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     llvm::StringRef(mesh).split(axes, ',');
     std::set<std::string> seen;
     for (llvm::StringRef a : axes) {
-      auto [axis, value] = tool::splitNameValue("--mesh", a.trim().str(), "dp=N[,tp=M]");
-      if (axis != "dp" && axis != "tp")
-        die("--mesh: mesh axes are dp (data parallelism) and tp (tensor "
-            "parallelism), got '" + axis + "'");
+      auto [axis, value] = tool::splitNameValue("--mesh", a.trim().str(),
+                                                "dp=N[,tp=M|,ep=E]");
+      if (axis != "dp" && axis != "tp" && axis != "ep")
+        die("--mesh: mesh axes are dp (data parallelism), tp (tensor "
+            "parallelism) and ep (expert parallelism), got '" + axis + "'");
       if (!seen.insert(axis).second)
         die("--mesh: axis " + axis + " appears twice");
-      (axis == "dp" ? opts.dp : opts.tp) =
+      (axis == "dp" ? opts.dp : axis == "tp" ? opts.tp : opts.ep) =
           tool::parseInt("--mesh " + axis, value, 1, int64_t(1) << 20);
     }
-    if (opts.dp * opts.tp > (int64_t(1) << 20))
+    if (opts.ep > 1 && opts.tp > 1)
+      die("--mesh " + mesh + ": a mesh with both ep and tp is not supported yet "
+          "(dp,ep and dp,tp are)");
+    if (opts.ep > 1 && !batchSize.getNumOccurrences())
+      die("--mesh ep=" + std::to_string(opts.ep) +
+          " needs --batch-size (the global batch, split over dp x ep)");
+    if (opts.ep > 1 && batchSize % (opts.dp * opts.ep))
+      die("--batch-size " + std::to_string((long long)batchSize) +
+          " does not divide over the " + std::to_string(opts.dp * opts.ep) +
+          " ranks of --mesh " + mesh);
+    if (opts.dp * opts.tp * opts.ep > (int64_t(1) << 20))
       die("--mesh " + mesh + ": more than 2^20 ranks");
     if (opts.dp > 1 && !batchSize.getNumOccurrences())
       die("--mesh dp=" + std::to_string(opts.dp) +
@@ -649,11 +663,12 @@ int main(int argc, char **argv) {
     llvm::errs() << "kiln-compile: " << r.pruneSummary << "\n";
   if (!r.tpSummary.empty())
     llvm::errs() << "kiln-compile: " << r.tpSummary << "\n";
-  if (r.modelParamBytes != r.rankParamBytes && opts.tp > 1)
+  if (r.modelParamBytes != r.rankParamBytes && (opts.tp > 1 || opts.ep > 1))
     llvm::errs() << llvm::format(
-        "kiln-compile: tensor parallelism over tp=%lld: each rank holds %.2f "
+        "kiln-compile: %s parallelism over %s=%lld: each rank holds %.2f "
         "MiB of the model's %.2f MiB of parameters and optimizer state\n",
-        (long long)opts.tp, r.rankParamBytes / 1048576.0,
+        opts.tp > 1 ? "tensor" : "expert", opts.tp > 1 ? "tp" : "ep",
+        (long long)(opts.tp > 1 ? opts.tp : opts.ep), r.rankParamBytes / 1048576.0,
         r.modelParamBytes / 1048576.0);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.1f MiB, compiled in %.1f s)\n",

@@ -65,6 +65,11 @@ struct TrainCompileOptions {
   /// of consecutive ranks inside dp; the world is dp x tp ranks. Each rank
   /// holds its block of the parameters `shard` splits over tp.
   int64_t tp = 1;
+  /// Ranks on the expert-parallel mesh axis (--mesh ep=E, dp=N,ep=E): ep
+  /// groups of consecutive ranks inside dp; the world is dp x ep ranks,
+  /// each on batchSize / (dp ep) samples, and --kiln-expert-parallel splits
+  /// the stacked expert weights by expert over ep.
+  int64_t ep = 1;
   /// User shardings (--shard REGEX=SPEC, one per entry): the parameters
   /// (or inputs) whose ONNX name matches REGEX are held as SPEC, one entry
   /// per dimension, `tp` or `-` (whole).

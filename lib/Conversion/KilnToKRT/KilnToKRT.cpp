@@ -74,17 +74,20 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
   auto rs = dyn_cast<shard::ReduceScatterOp>(op);
   auto ag = dyn_cast<shard::AllGatherOp>(op);
   auto sl = dyn_cast<shard::AllSliceOp>(op);
+  auto a2a = dyn_cast<shard::AllToAllOp>(op);
   FlatSymbolRefAttr gridRef = ar      ? ar.getGridAttr()
                               : bc    ? bc.getGridAttr()
                               : rs    ? rs.getGridAttr()
                               : ag    ? ag.getGridAttr()
                               : sl    ? sl.getGridAttr()
+                              : a2a   ? a2a.getGridAttr()
                                       : start.getGridAttr();
   ArrayRef<int16_t> axes = ar      ? ar.getGridAxes()
                            : bc    ? bc.getGridAxes()
                            : rs    ? rs.getGridAxes()
                            : ag    ? ag.getGridAxes()
                            : sl    ? sl.getGridAxes()
+                           : a2a   ? a2a.getGridAxes()
                                    : start.getGridAxes();
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
   if (!grid)
@@ -144,6 +147,19 @@ KilnLowerToRuntimePass::collectiveParams(Operation *op) {
     dimAttr = b.getNamedAttr("dim", b.getI64IntegerAttr(dim.getZExtValue()));
     if (ag || sl)
       return b.getDictionaryAttr({axis, *dimAttr});
+  }
+  // An all-to-all cuts along split_dim, sends block j to rank j and joins
+  // what it receives along concat_dim.
+  if (a2a) {
+    auto inT = cast<ShapedType>(a2a.getInput().getType());
+    uint64_t split = a2a.getSplitAxis().getZExtValue(),
+             concat = a2a.getConcatAxis().getZExtValue();
+    if (split >= (uint64_t)inT.getRank() || concat >= (uint64_t)inT.getRank())
+      return op->emitOpError() << "splits or joins outside its rank-" << inT.getRank()
+                               << " operand";
+    return b.getDictionaryAttr(
+        {axis, b.getNamedAttr("split_dim", b.getI64IntegerAttr(split)),
+         b.getNamedAttr("concat_dim", b.getI64IntegerAttr(concat))});
   }
   if (bc) {
     if (bc.getRoot().size() != 1 || !bc.getRootDynamic().empty())
@@ -291,7 +307,8 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
     if (isa<func::ReturnOp>(op))
       continue;
     if (isa<shard::AllReduceOp, shard::BroadcastOp, shard::ReduceScatterOp,
-            shard::AllGatherOp, shard::AllSliceOp, kiln::dist::AllReduceStartOp,
+            shard::AllGatherOp, shard::AllSliceOp, shard::AllToAllOp,
+            kiln::dist::AllReduceStartOp,
             kiln::dist::AllReduceWaitOp>(op)) {
       if (failed(collectiveParams(&op)))
         return failure();
@@ -386,7 +403,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       continue;
     }
     if (isa<shard::AllReduceOp, shard::BroadcastOp, shard::ReduceScatterOp,
-            shard::AllGatherOp, shard::AllSliceOp>(op)) {
+            shard::AllGatherOp, shard::AllSliceOp, shard::AllToAllOp>(op)) {
       Value in = op.getOperand(0), out = op.getResult(0);
       auto alloc = kiln::krt::AllocOp::create(b, loc, bufferType(out.getType()),
                                               IntegerAttr());
@@ -395,6 +412,7 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
                          : isa<shard::BroadcastOp>(op)     ? "mesh_broadcast"
                          : isa<shard::ReduceScatterOp>(op) ? "reduce_scatter"
                          : isa<shard::AllGatherOp>(op)     ? "all_gather"
+                         : isa<shard::AllToAllOp>(op)      ? "all_to_all"
                                                            : "all_slice";
       kiln::krt::LaunchOp::create(
           b, loc, kernel,

@@ -375,6 +375,117 @@ LogicalResult convertGatherElements(onnx::NodeOp, NodeRewriter &rw) {
       KILN_TRY(rw.create<GatherElementsOp>({x, idx}, {rw.i64Attr("axis", axis)})));
 }
 
+LogicalResult convertScatterElements(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value idx = KILN_TRY(rw.required(1));
+  Value upd = KILN_TRY(rw.required(2));
+  int64_t axis = KILN_TRY(rw.axis(KILN_TRY(rw.intAttr("axis", 0)), NodeRewriter::rankOf(x)));
+  std::string red = KILN_TRY(rw.strAttr("reduction", "none"));
+  return rw.replace(KILN_TRY(rw.create<ScatterElementsOp>(
+      {x, idx, upd}, {rw.i64Attr("axis", axis),
+                      rw.attr("reduction", rw.builder().getStringAttr(red))})));
+}
+
+LogicalResult convertScatterND(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  Value idx = KILN_TRY(rw.required(1));
+  Value upd = KILN_TRY(rw.required(2));
+  std::string red = KILN_TRY(rw.strAttr("reduction", "none"));
+  return rw.replace(KILN_TRY(rw.create<ScatterNDOp>(
+      {x, idx, upd}, {rw.attr("reduction", rw.builder().getStringAttr(red))})));
+}
+
+/// TopK: k an attribute (opset 1) or a constant input (10+); `largest` and
+/// `sorted` from opset 11.
+LogicalResult convertTopK(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  int64_t k = 0;
+  if (rw.opset() < 10) {
+    k = KILN_TRY(rw.intAttr("k", -1));
+  } else {
+    SmallVector<int64_t> ks = KILN_TRY(rw.constInts(1, "K"));
+    if (ks.size() != 1)
+      return rw.error("K must hold one value");
+    k = ks[0];
+  }
+  int64_t axis = KILN_TRY(rw.axis(KILN_TRY(rw.intAttr("axis", -1)), NodeRewriter::rankOf(x)));
+  int64_t largest = KILN_TRY(rw.intAttr("largest", 1));
+  int64_t sorted = KILN_TRY(rw.intAttr("sorted", 1));
+  Operation *op = KILN_TRY(rw.createOp<TopKOp>(
+      {x}, {rw.i64Attr("k", k), rw.i64Attr("axis", axis),
+            rw.attr("largest", rw.builder().getBoolAttr(largest != 0)),
+            rw.attr("sorted", rw.builder().getBoolAttr(sorted != 0))}));
+  return rw.replace(op->getResults());
+}
+
+LogicalResult convertCumSum(onnx::NodeOp, NodeRewriter &rw) {
+  Value x = KILN_TRY(rw.required(0));
+  SmallVector<int64_t> axes = KILN_TRY(rw.constInts(1, "axis"));
+  if (axes.size() != 1)
+    return rw.error("axis must hold one value");
+  int64_t axis = KILN_TRY(rw.axis(axes[0], NodeRewriter::rankOf(x)));
+  int64_t exclusive = KILN_TRY(rw.intAttr("exclusive", 0));
+  int64_t reverse = KILN_TRY(rw.intAttr("reverse", 0));
+  return rw.replace(KILN_TRY(rw.create<CumSumOp>(
+      {x}, {rw.i64Attr("axis", axis),
+            rw.attr("exclusive", rw.builder().getBoolAttr(exclusive != 0)),
+            rw.attr("reverse", rw.builder().getBoolAttr(reverse != 0))})));
+}
+
+/// OneHot (composed): equal(indices normalised to [0, depth), inserted as a
+/// size-1 axis, against 0..depth-1 along that axis), then select(on, off)
+/// from `values` = [off, on]. An index outside [-depth, depth) matches
+/// nothing: all off, as ONNX says.
+LogicalResult convertOneHot(onnx::NodeOp, NodeRewriter &rw) {
+  Value idx = KILN_TRY(rw.required(0));
+  Value values = KILN_TRY(rw.required(2));
+  int64_t depth = 0;
+  Type depthElt = NodeRewriter::elementOf(KILN_TRY(rw.required(1)));
+  if (isa<FloatType>(depthElt)) {
+    SmallVector<double> d = KILN_TRY(rw.constFloats(1, "depth"));
+    if (d.size() != 1)
+      return rw.error("depth must hold one value");
+    depth = (int64_t)d[0];
+  } else {
+    SmallVector<int64_t> d = KILN_TRY(rw.constInts(1, "depth"));
+    if (d.size() != 1)
+      return rw.error("depth must hold one value");
+    depth = d[0];
+  }
+  if (depth < 1)
+    return rw.error("depth must be at least 1, got " + std::to_string(depth));
+  if (NodeRewriter::shapeOf(values) != ArrayRef<int64_t>{2})
+    return rw.error("values must be a 2-element tensor [off, on]");
+  int64_t rank = NodeRewriter::rankOf(idx);
+  int64_t axis = KILN_TRY(rw.axis(KILN_TRY(rw.intAttr("axis", -1)), rank + 1));
+  MLIRContext *ctx = rw.builder().getContext();
+  Type i64 = IntegerType::get(ctx, 64);
+  if (NodeRewriter::elementOf(idx) != i64)
+    idx = rw.cast(idx, i64);
+  Value zero = rw.scalar(0, i64), d = rw.scalar((double)depth, i64);
+  Value neg = KILN_TRY(rw.create<LessOp>({idx, zero}));
+  Value wrapped = KILN_TRY(rw.create<AddOp>({idx, d}));
+  idx = KILN_TRY(rw.create<SelectOp>({neg, wrapped, idx}));
+  SmallVector<int64_t> shape(NodeRewriter::shapeOf(idx));
+  shape.insert(shape.begin() + axis, 1);
+  idx = KILN_TRY(rw.reshape(idx, shape));
+  SmallVector<int64_t> rshape(rank + 1, 1);
+  rshape[axis] = depth;
+  SmallVector<int64_t> iota(depth);
+  for (int64_t i = 0; i < depth; ++i)
+    iota[i] = i;
+  Value range = KILN_TRY(rw.reshape(rw.i64s(iota), rshape));
+  Value hit = KILN_TRY(rw.create<EqualOp>({idx, range}));
+  auto pick = [&](int64_t i) -> FailureOr<Value> {
+    Value v = KILN_TRY(rw.create<SliceOp>(
+        {values}, {rw.arrayAttr("starts", {i}), rw.arrayAttr("limits", {i + 1}),
+                   rw.arrayAttr("strides", {1})}));
+    return rw.reshape(v, {});
+  };
+  Value off = KILN_TRY(pick(0)), on = KILN_TRY(pick(1));
+  return rw.replace(KILN_TRY(rw.create<SelectOp>({hit, on, off})));
+}
+
 /// A constant i1 [n, m] mask, true where keep(i, j).
 template <typename F>
 Value constantMask(NodeRewriter &rw, int64_t n, int64_t m, F keep) {
@@ -550,6 +661,12 @@ void kiln::populateONNXShapePatterns(ONNXPatternRegistry &r) {
   r.add("Slice", 1, kMax, convertSlice);
   r.add("Gather", 1, kMax, convertGather);
   r.add("GatherElements", 11, kMax, convertGatherElements);
+  r.add("Scatter", 9, 10, convertScatterElements);
+  r.add("ScatterElements", 11, kMax, convertScatterElements);
+  r.add("ScatterND", 11, kMax, convertScatterND);
+  r.add("TopK", 1, kMax, convertTopK);
+  r.add("CumSum", 11, kMax, convertCumSum);
+  r.add("OneHot", 9, kMax, convertOneHot);
   r.add("Trilu", 14, kMax, convertTrilu);
   r.add("DepthToSpace", 1, kMax, convertDepthSpace<true>);
   r.add("SpaceToDepth", 1, kMax, convertDepthSpace<false>);

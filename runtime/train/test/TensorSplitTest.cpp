@@ -33,12 +33,25 @@ rt::HostTensor counting(const std::vector<int64_t> &shape) {
 TEST(TensorSplit, MeshPositionIsRowMajorWithTpFastest) {
   Config c = mesh(2, 3);
   MeshPosition p = meshPositionOf(c, 4);
-  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[0].axis, "dp");
   EXPECT_EQ(p[0].index, 1);
-  EXPECT_EQ(p[1].axis, "tp");
-  EXPECT_EQ(p[1].index, 1);
-  EXPECT_EQ(p[1].size, 3);
+  EXPECT_EQ(p[1].axis, "ep");
+  EXPECT_EQ(p[1].size, 1);
+  EXPECT_EQ(p[2].axis, "tp");
+  EXPECT_EQ(p[2].index, 1);
+  EXPECT_EQ(p[2].size, 3);
+  // dp x ep: ep inside dp, as tp is.
+  Config e;
+  e.dp = 2;
+  e.ep = 4;
+  for (int r = 0; r < 8; ++r) {
+    MeshPosition q = meshPositionOf(e, r);
+    EXPECT_EQ(q[0].index, r / 4);
+    EXPECT_EQ(q[1].index, r % 4);
+    EXPECT_EQ(q[1].size, 4);
+    EXPECT_EQ(q[2].index, 0);
+  }
 }
 
 TEST(TensorSplit, BlocksCutEachSplitDimensionAndJoinBack) {

@@ -275,6 +275,20 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == getEpLayersAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on a module";
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all)
+      return op->emitError() << name << " must be an array of dictionaries";
+    for (Attribute a : all) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      if (!d || !d.getAs<IntegerAttr>("experts") || !d.getAs<ArrayAttr>("params"))
+        return op->emitError() << name << ": each layer needs experts (i64) and "
+                               << "params, got " << a;
+    }
+    return success();
+  }
   if (name == getQatSitesAttrName()) {
     if (!isa<ModuleOp>(op))
       return op->emitError() << name << " belongs on a module";

@@ -19,6 +19,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace kiln;
 
@@ -675,6 +677,73 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
 
 int64_t GatherElementsOp::getFlops() { return 0; }
 
+LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> loc,
+                                                  Adaptor a,
+                                                  SmallVectorImpl<Type> &results) {
+  if (elementOf(a.getData().getType()) != elementOf(a.getUpdates().getType()))
+    return emitOptionalError(loc, "updates ", a.getUpdates().getType(),
+                             " do not have the data's element type");
+  if (failed(checkRule(loc, shape::checkScatterReduction(a.getReduction().str()))) ||
+      failed(checkRule(loc, shape::scatterElementsShape(
+                                shapeOf(a.getData().getType()),
+                                shapeOf(a.getIndices().getType()),
+                                shapeOf(a.getUpdates().getType()), a.getAxis()))))
+    return failure();
+  results.push_back(a.getData().getType());
+  return success();
+}
+
+int64_t ScatterElementsOp::getFlops() { return 0; }
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &results) {
+  if (elementOf(a.getData().getType()) != elementOf(a.getUpdates().getType()))
+    return emitOptionalError(loc, "updates ", a.getUpdates().getType(),
+                             " do not have the data's element type");
+  if (!elementOf(a.getIndices().getType()).isInteger(64))
+    return emitOptionalError(loc, "indices must be i64, got ", a.getIndices().getType());
+  if (failed(checkRule(loc, shape::checkScatterReduction(a.getReduction().str()))) ||
+      failed(checkRule(loc, shape::scatterNDShape(shapeOf(a.getData().getType()),
+                                                  shapeOf(a.getIndices().getType()),
+                                                  shapeOf(a.getUpdates().getType())))))
+    return failure();
+  results.push_back(a.getData().getType());
+  return success();
+}
+
+int64_t ScatterNDOp::getFlops() { return 0; }
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor a, SmallVectorImpl<Type> &results) {
+  std::vector<int64_t> out;
+  if (failed(checkRule(loc, shape::topkShape(shapeOf(a.getInput().getType()), a.getK(),
+                                             a.getAxis(), out))))
+    return failure();
+  results.push_back(tensorOf(out, elementOf(a.getInput().getType())));
+  results.push_back(tensorOf(out, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+// A comparison per element per step of a partial selection: n log k.
+int64_t TopKOp::getFlops() {
+  ArrayRef<int64_t> in = shapeOf(getInput().getType());
+  int64_t n = 1;
+  for (int64_t d : in)
+    n *= d;
+  int64_t k = std::max<int64_t>(getK(), 2);
+  return n * (int64_t)std::ceil(std::log2((double)k));
+}
+
+LogicalResult CumSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &results) {
+  if (failed(checkRule(loc, shape::checkAxis(a.getAxis(),
+                                             shapeOf(a.getInput().getType()).size()))))
+    return failure();
+  results.push_back(a.getInput().getType());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -789,6 +858,19 @@ LogicalResult GatherGradOp::verify() {
   if (ArrayRef<int64_t>(out) != shapeOf(getDy().getType()))
     return emitOpError("dy ") << getDy().getType() << " is not the gather result of "
                               << getType();
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  std::vector<int64_t> out;
+  if (failed(checkRule(getLoc(), shape::gatherElementsShape(
+                                     shapeOf(getType()), shapeOf(getIndices().getType()),
+                                     getAxis(), out))))
+    return failure();
+  if (ArrayRef<int64_t>(out) != shapeOf(getDy().getType()))
+    return emitOpError("dy ") << getDy().getType() << " does not have the indices' shape";
+  if (getDy().getType().getElementType() != getType().getElementType())
+    return emitOpError("dy ") << getDy().getType() << " is not of the result's element type";
   return success();
 }
 

@@ -771,6 +771,48 @@ ShardingRule GatherElementsOp::getShardingRule() {
   return r;
 }
 
+// The gather's dimensions off the axis that the input and the indices
+// share are parallel; the axis is whole (an index may point anywhere).
+ShardingRule GatherElementsGradOp::getShardingRule() {
+  ShardingRule r = ShardingRule::allWhole(getOperation());
+  ArrayRef<int64_t> in = dimsOf(getResult()), idx = dimsOf(getIndices());
+  for (int64_t d = 0; d < (int64_t)idx.size(); ++d)
+    if (d != (int64_t)getAxis() && in[d] == idx[d])
+      r.operands[0][d] = r.operands[1][d] = r.results[0][d] = r.add(idx[d]);
+  return r;
+}
+ShardingRule ScatterElementsOp::getShardingRule() {
+  ShardingRule r = ShardingRule::allWhole(getOperation());
+  ArrayRef<int64_t> in = dimsOf(getData()), idx = dimsOf(getIndices());
+  for (int64_t d = 0; d < (int64_t)idx.size(); ++d)
+    if (d != (int64_t)getAxis() && in[d] == idx[d])
+      r.operands[0][d] = r.operands[1][d] = r.operands[2][d] = r.results[0][d] =
+          r.add(idx[d]);
+  return r;
+}
+// An index may write anywhere in the data: every dimension whole.
+ShardingRule ScatterNDOp::getShardingRule() {
+  return ShardingRule::allWhole(getOperation());
+}
+// The selection needs the whole axis; the other dimensions are parallel.
+ShardingRule TopKOp::getShardingRule() {
+  ShardingRule r = ShardingRule::allWhole(getOperation());
+  ArrayRef<int64_t> in = dimsOf(getInput());
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d)
+    if (d != (int64_t)getAxis())
+      r.operands[0][d] = r.results[0][d] = r.results[1][d] = r.add(in[d]);
+  return r;
+}
+// A running sum needs the whole axis.
+ShardingRule CumSumOp::getShardingRule() {
+  ShardingRule r = ShardingRule::allWhole(getOperation());
+  ArrayRef<int64_t> in = dimsOf(getInput());
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d)
+    if (d != (int64_t)getAxis())
+      r.operands[0][d] = r.results[0][d] = r.add(in[d]);
+  return r;
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -484,6 +484,54 @@ KILN_VJP(GatherOp) {
   return success();
 }
 
+// gather_elements: the gradient adds back at the indices.
+KILN_VJP(GatherElementsOp) {
+  og.push_back(GatherElementsGradOp::create(b, getLoc(), getInput().getType(), rg[0],
+                                            getIndices(), getAxisAttr()));
+  og.push_back(Value());
+  return success();
+}
+
+// topk: each value's gradient goes to the element it was taken from.
+KILN_VJP(TopKOp) {
+  og.push_back(rg[0] ? GatherElementsGradOp::create(b, getLoc(), getInput().getType(),
+                                                    rg[0], getIndices(), getAxisAttr())
+                           .getResult()
+                     : Value());
+  return success();
+}
+
+// cumsum: each input element feeds the outputs on its side, so its
+// gradient is the cumulative sum of dy from the other end.
+KILN_VJP(CumSumOp) {
+  og.push_back(CumSumOp::create(b, getLoc(), rg[0], getAxisAttr(), getExclusiveAttr(),
+                                b.getBoolAttr(!getReverse())));
+  return success();
+}
+
+// scatter_elements: an update's gradient is dy where it was written; the
+// data's is dy where nothing was written over it ("none") or all of dy
+// ("add").
+KILN_VJP(ScatterElementsOp) {
+  Location loc = getLoc();
+  StringRef red = getReduction();
+  if (red != "none" && red != "add")
+    return emitOpError() << "has no gradient with reduction '" << red
+                         << "' (only none and add)";
+  Value dy = rg[0];
+  if (red == "none") {
+    auto ut = cast<RankedTensorType>(getUpdates().getType());
+    Value zeros = BroadcastOp::create(b, loc, ut, scalar(b, loc, ut.getElementType(), 0.0));
+    og.push_back(ScatterElementsOp::create(b, loc, dy, getIndices(), zeros, getAxisAttr(),
+                                           getReductionAttr()));
+  } else {
+    og.push_back(dy);
+  }
+  og.push_back(Value());
+  og.push_back(GatherElementsOp::create(b, loc, dy, getIndices(), getAxisAttr()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -43,7 +43,17 @@ struct DataParallelPass
           << (int64_t)tp;
       return signalPassFailure();
     }
-    if (dp == 1 && tp == 1 && shard.empty())
+    if (ep < 1) {
+      m.emitError("--kiln-data-parallel: ep must be at least 1, got ")
+          << (int64_t)ep;
+      return signalPassFailure();
+    }
+    if (ep > 1 && tp > 1) {
+      m.emitError("--kiln-data-parallel: a mesh with both ep and tp is not "
+                  "supported yet");
+      return signalPassFailure();
+    }
+    if (dp == 1 && tp == 1 && ep == 1 && shard.empty())
       return;
     auto f = m.lookupSymbol<func::FuncOp>(kiln::kTrainStepFuncName);
     if (!f || f.isExternal()) {
@@ -64,14 +74,18 @@ struct DataParallelPass
 
     OpPassManager pm(ModuleOp::getOperationName());
     kiln::KilnShardPassOptions so;
-    // dp outermost, tp inside: a tp group is consecutive ranks.
+    // dp outermost, ep or tp inside: an ep or tp group is consecutive
+    // ranks. The batch is split over dp and ep together (expert
+    // parallelism's ranks are data-parallel outside the experts).
     std::string meshText;
-    if (dp > 1 || tp == 1)
+    if (dp > 1 || (tp == 1 && ep == 1))
       meshText = "dp=" + std::to_string((int64_t)dp);
+    if (ep > 1)
+      meshText += (meshText.empty() ? "" : ",") + ("ep=" + std::to_string((int64_t)ep));
     if (tp > 1)
       meshText += (meshText.empty() ? "" : ",") + ("tp=" + std::to_string((int64_t)tp));
     so.mesh = meshText;
-    so.batchAxis = "dp";
+    so.batchAxis = "dp+ep";
     so.shard = shard;
     so.warnUnmatched = true;
     so.func = kiln::kTrainStepFuncName;

@@ -92,6 +92,17 @@ def KRT_AllGatherKernel : KRT_Kernel<"all_gather"> {
   let results = (outs AnyType:$output);
 }
 
+def KRT_AllToAllKernel : KRT_Kernel<"all_to_all"> {
+  let summary = "the input cut into one block per rank of mesh axis `axis` "
+                "along dimension `split_dim`, block j sent to rank j, and the "
+                "blocks received joined along `concat_dim` in rank order "
+                "(expert parallelism's dispatch and combine). Lowered from "
+                "shard.all_to_all";
+  let arguments = (ins AnyType:$input, StrAttr:$axis, I64Attr:$split_dim,
+                   I64Attr:$concat_dim);
+  let results = (outs AnyType:$output);
+}
+
 def KRT_AllSliceKernel : KRT_Kernel<"all_slice"> {
   let summary = "this rank's block, along dimension `dim`, of an input every "
                 "rank of mesh axis `axis` holds alike (no communication). "

@@ -47,6 +47,11 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getModelShapeAttrName() {
       return ::llvm::StringLiteral("kiln.model_shape");
     }
+    /// Module: the expert layers --kiln-expert-parallel split
+    /// ({experts, params}).
+    static constexpr ::llvm::StringLiteral getEpLayersAttrName() {
+      return ::llvm::StringLiteral("kiln.ep_layers");
+    }
     /// Module: the blocks --kiln-tp-megatron found ({kind, params, heads}).
     static constexpr ::llvm::StringLiteral getTpBlocksAttrName() {
       return ::llvm::StringLiteral("kiln.tp_blocks");

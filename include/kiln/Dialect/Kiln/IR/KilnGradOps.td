@@ -220,6 +220,23 @@ def Kiln_GatherGradOp : Kiln_GradOp<"gather_grad", [], ["localizeAttributes"]> {
   let hasVerifier = 1;
 }
 
+def Kiln_GatherElementsGradOp : Kiln_GradOp<"gather_elements_grad"> {
+  let summary = "gradient of gather_elements and of topk's values (scatter-add)";
+  let description = [{
+    Zeros of the result's type (the input's), then
+    `result[i_0, .., indices[i...], .., i_r-1] += dy[i...]` with the index at
+    position `axis`; `dy` has the indices' shape.
+
+    ```mlir
+    %dx = kiln.gather_elements_grad %dy, %i {axis = 2 : i64}
+        : (tensor<2x16x2xf32>, tensor<2x16x2xi64>) -> tensor<2x16x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$dy, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_SliceGradOp : Kiln_GradOp<"slice_grad", [], ["localizeAttributes"]> {
   let summary = "gradient of slice";
   let description = [{

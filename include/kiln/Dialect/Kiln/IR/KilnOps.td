@@ -570,7 +570,8 @@ def Kiln_GatherOp : Kiln_InferOp<"gather", [Kiln_Differentiable], ["getFlops"],
   let hasFolder = 1;
 }
 
-def Kiln_GatherElementsOp : Kiln_InferOp<"gather_elements", [], ["getFlops"]> {
+def Kiln_GatherElementsOp : Kiln_InferOp<"gather_elements", [Kiln_Differentiable],
+                                         ["getFlops"]> {
   let summary = "picks one element along an axis per index (ONNX GatherElements)";
   let description = [{
     `indices` has the input's rank and, off `axis`, dimensions no larger
@@ -585,6 +586,92 @@ def Kiln_GatherElementsOp : Kiln_InferOp<"gather_elements", [], ["getFlops"]> {
     ```
   }];
   let arguments = (ins Kiln_Tensor:$input, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+}
+
+def Kiln_ScatterElementsOp : Kiln_InferOp<"scatter_elements", [Kiln_Differentiable],
+                                          ["getFlops"]> {
+  let summary = "writes one element along an axis per index (ONNX ScatterElements)";
+  let description = [{
+    `indices` and `updates` have one shape, of the data's rank, no larger
+    than the data's off `axis`; the result is `data` with
+    `result[i_0, .., indices[i...], .., i_r-1] = updates[i...]` (the index
+    at position `axis`), or combined with the element there by `reduction`
+    (`add`, `mul`, `max`, `min`), in index order. Negative indices count
+    from the end; an index out of range is an error at run time. With
+    `reduction = "none"` and a repeated index the last update wins (ONNX
+    leaves it undefined). Gradients: `updates` gathers the result's
+    gradient; `data` passes it where no index writes (`none`) or everywhere
+    (`add`); `mul`, `max` and `min` have none.
+
+    ```mlir
+    %y = kiln.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "add"}
+        : (tensor<3x5xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<3x5xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$data, Kiln_IndexTensor:$indices,
+                   Kiln_Tensor:$updates, I64Attr:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs Kiln_Tensor:$result);
+}
+
+def Kiln_ScatterNDOp : Kiln_InferOp<"scatter_nd", [], ["getFlops"]> {
+  let summary = "writes slices at N-dimensional indices (ONNX ScatterND)";
+  let description = [{
+    `indices` is `[i..., q]` with `q` at most the data's rank; `updates` is
+    `[i..., data dims q...]`. The result is `data` with the slice
+    `data[indices[i..., :]]` replaced by `updates[i...]`, or combined with
+    it by `reduction` (`add`, `mul`, `max`, `min`) in index order. Negative
+    indices count from the end; one out of range is an error at run time.
+    It has no gradient.
+
+    ```mlir
+    %y = kiln.scatter_nd %x, %i, %u {reduction = "none"}
+        : (tensor<4x4xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$data, Kiln_IndexTensor:$indices,
+                   Kiln_Tensor:$updates,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs Kiln_Tensor:$result);
+}
+
+def Kiln_TopKOp : Kiln_InferOp<"topk", [Kiln_Differentiable], ["getFlops"]> {
+  let summary = "the k largest (or smallest) elements along an axis and their indices";
+  let description = [{
+    Along `axis`, the `k` largest elements (`largest = false`: smallest) in
+    order, largest (smallest) first, with their `i64` indices; equal
+    elements keep index order and NaN counts as larger than every number
+    (ONNX TopK; the order is the same with `sorted = false`). The gradient
+    of `values` adds into the input at `indices`.
+
+    ```mlir
+    %v, %i = kiln.topk %p {axis = 2 : i64, k = 2 : i64}
+        : (tensor<2x16x4xf32>) -> (tensor<2x16x2xf32>, tensor<2x16x2xi64>)
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, I64Attr:$k, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$largest,
+                   DefaultValuedAttr<BoolAttr, "true">:$sorted);
+  let results = (outs Kiln_Tensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+}
+
+def Kiln_CumSumOp : Kiln_InferOp<"cumsum", [Kiln_Differentiable]> {
+  let summary = "cumulative sum along an axis (ONNX CumSum)";
+  let description = [{
+    `result[.., j, ..] = sum of input[.., i, ..]` along `axis` over
+    `i <= j` (`exclusive`: `i < j`; `reverse`: from the end, `i >= j` or
+    `i > j`). The gradient is the cumulative sum of the result's gradient
+    in the other direction.
+
+    ```mlir
+    %c = kiln.cumsum %m {axis = 1 : i64}
+        : (tensor<2x32x4xf32>) -> tensor<2x32x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
   let results = (outs Kiln_Tensor:$result);
 }
 

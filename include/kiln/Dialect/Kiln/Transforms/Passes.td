@@ -373,6 +373,10 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
   let options = [
     Option<"dp", "dp", "int64_t", "1", "ranks on the dp axis">,
     Option<"tp", "tp", "int64_t", "1", "ranks on the tp axis (inside dp)">,
+    Option<"ep", "ep", "int64_t", "1",
+           "ranks on the ep axis (inside dp): the batch is split over dp and "
+           "ep together, parameters --kiln-expert-parallel split by expert "
+           "over ep">,
     Option<"shard", "shard", "std::string", "\"\"",
            "user shardings of parameters and inputs: REGEX=SPEC;... "
            "(SPEC: one entry per dimension, tp or -)">,
@@ -475,7 +479,8 @@ def KilnShardPass : Pass<"kiln-shard", "mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", "\"\"",
            "the mesh, NAME=SIZE[,NAME=SIZE...] (dp=2,tp=2)">,
     Option<"batchAxis", "batch-axis", "std::string", "\"dp\"",
-           "the mesh axis the data inputs' batch dimension is split over">,
+           "the mesh axis (or axes, '+'-joined, outermost first) the data "
+           "inputs' batch dimension is split over">,
     Option<"shard", "shard", "std::string", "\"\"",
            "user shardings of arguments: REGEX=SPEC;... (SPEC: tp,- ...)">,
     Option<"func", "func", "std::string", "\"\"",
@@ -523,6 +528,28 @@ def KilnTpMegatronPass : Pass<"kiln-tp-megatron", "mlir::ModuleOp"> {
     Option<"batchAxis", "batch-axis", "std::string", "\"\"",
            "with sequence-parallel: the mesh axis of the batch (dp), written "
            "into the pinned shardings">,
+  ];
+}
+
+def KilnExpertParallelPass : Pass<"kiln-expert-parallel", "mlir::ModuleOp"> {
+  let summary = "Expert parallelism: stacked expert weights split by expert";
+  let description = [{
+    On @forward (before `--kiln-autodiff`, which copies the shardings to
+    @train_step), finds by graph structure, not by names, the expert layers
+    of a mixture of experts: a batched matmul by a rank-3 parameter
+    `[E, in, out]` (the experts' weights stacked, as rhs) whose lhs has the
+    same leading dimension E (each expert's tokens), and the rank-3
+    parameters `[E, ...]` added to its result (the experts' biases). It
+    writes `kiln.sharding` on them: dimension 0 (the expert) over `ep`, so
+    each rank holds E / ep experts; the sharding rules and the partition
+    then move the tokens to their experts' ranks and back with one
+    all-to-all each way (the dispatch and the combine), in forward and in
+    backward. The layers found are recorded as `kiln.ep_layers` on the
+    module; a weight E does not divide by ep, or used elsewhere, stays
+    whole with a warning. User annotations (`--kiln-shard`'s) win.
+  }];
+  let options = [
+    Option<"ep", "ep", "int64_t", "2", "ranks on the ep axis">,
   ];
 }
 

@@ -95,27 +95,71 @@ Value Partitioner::reshard(Location loc, const Local &from,
   Value v = from.value;
   Sharding cur = from.sharding;
   auto type = [&]() { return cast<RankedTensorType>(v.getType()); };
-  // Gather every dimension that is split otherwise than `to` wants...
+  // What changes, one mesh axis at a time: a dimension keeps the axes it
+  // shares with `to` as a prefix (a block of a block is still a block) and
+  // gathers the rest, innermost first; it then takes its block along the
+  // axes `to` adds.
+  struct Step {
+    int64_t dim;
+    int16_t axis;
+  };
+  SmallVector<Step> gathers, slices;
   for (size_t d = 0; d < cur.size(); ++d) {
-    if (cur[d].empty() || cur[d] == to[d])
-      continue;
-    SmallVector<int64_t> shape(type().getShape());
-    shape[d] *= mesh.ranks(cur[d]);
-    v = shard::AllGatherOp::create(
-        b, loc, RankedTensorType::get(shape, type().getElementType()),
-        meshRef(), b.getDenseI16ArrayAttr(cur[d]), v, b.getIndexAttr(d));
-    cur[d].clear();
+    size_t keep = 0;
+    while (keep < cur[d].size() && keep < to[d].size() && cur[d][keep] == to[d][keep])
+      ++keep;
+    for (size_t k = cur[d].size(); k > keep; --k)
+      gathers.push_back({(int64_t)d, cur[d][k - 1]});
+    for (size_t k = keep; k < to[d].size(); ++k)
+      slices.push_back({(int64_t)d, to[d][k]});
   }
-  // ...then take this rank's block of each dimension `to` splits.
-  for (size_t d = 0; d < cur.size(); ++d) {
-    if (to[d].empty() || cur[d] == to[d])
+  // A gather and a slice along one axis on two dimensions are one
+  // all-to-all (expert parallelism's dispatch and combine): the block of
+  // one dimension traded for a block of the other.
+  SmallVector<std::pair<Step, Step>> exchanges;
+  for (auto g = gathers.begin(); g != gathers.end();) {
+    auto s = llvm::find_if(slices, [&](const Step &s) {
+      return s.axis == g->axis && s.dim != g->dim;
+    });
+    // Plain gathers run first and slices last, so the exchange must be
+    // the last gather of its dimension (the outermost axis gathered) and
+    // the first slice of the other.
+    bool lastOfDim = llvm::none_of(gathers, [&](const Step &o) {
+      return o.dim == g->dim && &o > &*g;
+    });
+    bool firstOfDim = s != slices.end() && llvm::none_of(slices, [&](const Step &o) {
+      return o.dim == s->dim && &o < &*s;
+    });
+    if (s == slices.end() || !lastOfDim || !firstOfDim) {
+      ++g;
       continue;
+    }
+    exchanges.push_back({*g, *s});
+    slices.erase(s);
+    g = gathers.erase(g);
+  }
+  for (const Step &g : gathers) {
     SmallVector<int64_t> shape(type().getShape());
-    shape[d] /= mesh.ranks(to[d]);
+    shape[g.dim] *= mesh.sizes[g.axis];
+    v = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get(shape, type().getElementType()), meshRef(),
+        b.getDenseI16ArrayAttr({g.axis}), v, b.getIndexAttr(g.dim));
+  }
+  for (auto &[g, sl] : exchanges) {
+    SmallVector<int64_t> shape(type().getShape());
+    shape[g.dim] *= mesh.sizes[g.axis];
+    shape[sl.dim] /= mesh.sizes[g.axis];
+    v = shard::AllToAllOp::create(
+        b, loc, RankedTensorType::get(shape, type().getElementType()), meshRef(),
+        b.getDenseI16ArrayAttr({g.axis}), v, b.getIndexAttr(sl.dim),
+        b.getIndexAttr(g.dim));
+  }
+  for (const Step &sl : slices) {
+    SmallVector<int64_t> shape(type().getShape());
+    shape[sl.dim] /= mesh.sizes[sl.axis];
     v = shard::AllSliceOp::create(
-        b, loc, RankedTensorType::get(shape, type().getElementType()), v,
-        kMeshName, to[d], (int64_t)d);
-    cur[d] = to[d];
+        b, loc, RankedTensorType::get(shape, type().getElementType()), v, kMeshName,
+        ArrayRef<int16_t>{sl.axis}, sl.dim);
   }
   return v;
 }

@@ -147,7 +147,15 @@ void ShardPass::runOnOperation() {
     m.emitError() << "--kiln-shard: the module has no function @" << func;
     return signalPassFailure();
   }
-  int batch = meshInfo.axis(batchAxis);
+  // The batch axes present in the mesh, outermost first ("dp+ep").
+  Axes batch;
+  {
+    SmallVector<StringRef> names;
+    StringRef(batchAxis).split(names, '+', -1, /*KeepEmpty=*/false);
+    for (StringRef n : names)
+      if (int a = meshInfo.axis(n.trim()); a >= 0)
+        batch.push_back((shard::GridAxis)a);
+  }
   for (auto f : m.getOps<func::FuncOp>()) {
     if (f.isExternal() || (!func.empty() && f.getSymName() != func))
       continue;
@@ -187,9 +195,9 @@ void ShardPass::runOnOperation() {
       // stays, checked against the mesh.
       if (!chosen)
         chosen = f.getArgAttrOfType<ArrayAttr>(i, KilnDialect::getShardingAttrName());
-      if (!chosen && data && batch >= 0) {
+      if (!chosen && data && !batch.empty()) {
         Sharding s = whole(t.getRank());
-        s[0].push_back(batch);
+        s[0] = batch;
         chosen = shardingAttr(s, meshInfo, ctx);
       }
       if (!chosen)

@@ -52,6 +52,15 @@ public:
     waited("all_gather", t0, t1);
   }
 
+  void allToAll(const std::string &axis, const void *send, void *recv,
+                size_t count, rt::DType dtype) override {
+    auto t0 = Clock::now();
+    get(axis).allToAll(send, recv, count, dtype).wait();
+    auto t1 = Clock::now();
+    note("all_to_all", axis, count * get(axis).size(), dtype, t0, t1);
+    waited("all_to_all", t0, t1);
+  }
+
   void allReduce(const std::string &axis, void *buf, size_t count,
                  rt::DType dtype, rt::CollectiveOp op) override {
     auto t0 = Clock::now();

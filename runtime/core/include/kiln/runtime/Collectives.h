@@ -37,6 +37,11 @@ public:
   /// elements), in group order. Blocks. Throws Error.
   virtual void allGather(const std::string &axis, const void *send, void *recv,
                          size_t count, DType dtype) = 0;
+  /// Block j of send (count elements each, groupSize blocks) goes to
+  /// member j; recv block i (count elements) comes from member i. Blocks.
+  /// Throws Error.
+  virtual void allToAll(const std::string &axis, const void *send, void *recv,
+                        size_t count, DType dtype) = 0;
   /// buf (count elements of dtype) becomes `op` over the group of `axis`,
   /// on every member. Blocks until done. Throws Error (a timed-out rank).
   virtual void allReduce(const std::string &axis, void *buf, size_t count,

@@ -158,6 +158,52 @@ inline std::string gatherElementsShape(IntSpan in, IntSpan indices, int64_t axis
   return {};
 }
 
+/// ScatterElements: indices and updates of one shape, of the data's rank, no
+/// larger than the data off `axis`; the result is the data's shape.
+inline std::string scatterElementsShape(IntSpan data, IntSpan indices, IntSpan updates,
+                                        int64_t axis) {
+  if (indices.vec() != updates.vec())
+    return "indices and updates must have one shape";
+  std::vector<int64_t> unused;
+  return gatherElementsShape(data, indices, axis, unused);
+}
+
+/// ScatterND: indices [i..., q] with 1 <= q <= rank(data); updates
+/// [i..., data[q:]...].
+inline std::string scatterNDShape(IntSpan data, IntSpan indices, IntSpan updates) {
+  if (indices.size() < 1)
+    return "indices need at least one dimension";
+  int64_t q = indices[indices.size() - 1];
+  if (q < 1 || q > (int64_t)data.size())
+    return "the indices' last dimension (" + std::to_string(q) +
+           ") must be in [1, " + std::to_string(data.size()) + "], the data's rank";
+  std::vector<int64_t> want(indices.begin(), indices.end() - 1);
+  want.insert(want.end(), data.begin() + q, data.end());
+  if (updates.vec() != want)
+    return "updates must have shape " + shapeStr(want) + " (the indices' batch, then "
+           "the data's dimensions from " + std::to_string(q) + ")";
+  return {};
+}
+
+/// TopK: `k` elements along `axis`, 0 <= k <= the axis's size.
+inline std::string topkShape(IntSpan in, int64_t k, int64_t axis, std::vector<int64_t> &out) {
+  if (std::string err = checkAxis(axis, (int64_t)in.size()); !err.empty())
+    return err;
+  if (k < 0 || k > in[axis])
+    return "k (" + std::to_string(k) + ") must be in [0, " + std::to_string(in[axis]) +
+           "], the size of axis " + std::to_string(axis);
+  out = in.vec();
+  out[axis] = k;
+  return {};
+}
+
+/// A scatter's reduction: none, add, mul, max or min.
+inline std::string checkScatterReduction(const std::string &r) {
+  if (r == "none" || r == "add" || r == "mul" || r == "max" || r == "min")
+    return {};
+  return "reduction must be none, add, mul, max or min, got '" + r + "'";
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling windows
 //===----------------------------------------------------------------------===//

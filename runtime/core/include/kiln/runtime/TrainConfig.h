@@ -79,6 +79,7 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(MeshZero, Mesh, "zero", Integer, false, false, 0)                          \
   X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)               \
   X(MeshTp, Mesh, "tp", Integer, false, false, 1)                              \
+  X(MeshEp, Mesh, "ep", Integer, false, false, 1)                              \
   X(MeshSplit, Mesh, "split", Object, false, false, nullptr)                   \
   X(MeshSplitShape, MeshSplit, "shape", Array, true, false, nullptr)           \
   X(MeshSplitDims, MeshSplit, "dims", Array, true, false, nullptr)             \
