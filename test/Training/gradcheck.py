@@ -150,6 +150,22 @@ def cases():
                   extra_inits={"i": np.array([[0, 3, 3, 6], [1, -1, 0, 3]], np.int64)}))
     c.append(Case("gather_axis1", [N("Gather", ["t", "i"], axis=1)], {"t": rand(2, 5, 3)}, (2, 3, 3),
                   extra_inits={"i": np.array([4, 0, 4], np.int64)}))
+    # The MoE ops: topk's values (distinct inputs, so the choice is stable
+    # under the finite differences), cumsum both ways, gather_elements and
+    # scatter_elements (none: the overwritten data gets no gradient; add).
+    c.append(Case("topk", [N("Constant", [], ["k"], value=numpy_helper.from_array(np.array([2], np.int64))),
+                           N("TopK", ["x", "k"], ["y", "yi"], axis=-1)],
+                  {"x": np.arange(12.0).reshape(3, 4)[:, [2, 0, 3, 1]] + 0.1 * rand(3, 4)}, (3, 2)))
+    for ex, rev in ((0, 0), (1, 1)):
+        c.append(Case("cumsum_%d%d" % (ex, rev),
+                      [N("Constant", [], ["a"], value=numpy_helper.from_array(np.array(1, np.int64))),
+                       N("CumSum", ["x", "a"], exclusive=ex, reverse=rev)], {"x": rand(3, 5)}, (3, 5)))
+    c.append(Case("gather_elements", [N("GatherElements", ["x", "i"], axis=1)], {"x": rand(3, 4)}, (3, 3),
+                  extra_inits={"i": np.array([[0, 3, 3], [1, 1, 0], [2, -1, 0]], np.int64)}))
+    for red in ("none", "add"):
+        c.append(Case("scatter_elements_" + red, [N("ScatterElements", ["x", "i", "u"], axis=1, reduction=red)],
+                      {"x": rand(3, 4), "u": rand(3, 2)}, (3, 4), opset=16,
+                      extra_inits={"i": np.array([[0, 3], [1, 2], [3, 0]], np.int64)}))
     c.append(Case("expand", [N("Constant", [], ["s"], value=numpy_helper.from_array(np.array([3, 2, 4], np.int64))),
                              N("Expand", ["x", "s"])], {"x": rand(2, 1)}, (3, 2, 4)))
     c.append(Case("dropout", [

@@ -351,7 +351,7 @@ def main():
             (["--mesh", "dp=2,tp=2", "--zero", "1"] + MLP_SHARD,
              "--zero with tensor parallelism (--mesh ...,tp=N) is not supported yet",
              "--zero with tp"),
-            (["--mesh", "tp=2,pp=2"], "mesh axes are dp (data parallelism) and tp", "an unknown mesh axis"),
+            (["--mesh", "tp=2,pp=2"], "mesh axes are dp (data parallelism), tp", "an unknown mesh axis"),
             (["--mesh", "tp=2", "--shard", "fc1.weight=tp,-", "--shard", "fc.*weight=-,tp"],
              "'fc1.weight' and 'fc.*weight' both match argument 'fc1.weight' and shard it "
              "differently", "conflicting annotations, naming both"),

@@ -64,7 +64,7 @@ TEST(TensorSplit, BlocksCutEachSplitDimensionAndJoinBack) {
     MeshPosition pos = meshPositionOf(c, r);
     rt::HostTensor b = blockOfWhole(whole, spec, pos);
     ASSERT_EQ(b.shape(), (std::vector<int64_t>{2, 4, 4}));
-    int64_t tp = pos[1].index, dp = pos[0].index;
+    int64_t tp = pos[2].index, dp = pos[0].index;
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < 4; ++j)
         for (int64_t k = 0; k < 4; ++k)

@@ -366,3 +366,20 @@ func.func @quantize_int16(%x: tensor<4xf32>, %s: tensor<f32>, %z: tensor<i16>) -
   %0 = onnx.node "QuantizeLinear"(%x, %s, %z) opset 13 {} : (tensor<4xf32>, tensor<f32>, tensor<i16>) -> tensor<4xi16>
   return %0 : tensor<4xi16>
 }
+
+// -----
+
+func.func @topk_k_not_constant(%x: tensor<3x5xf32>, %k: tensor<1xi64>) -> tensor<*xf32> {
+  // expected-error @+1 {{(TopK)}}
+  %v, %i = onnx.node "TopK"(%x, %k) opset 11 {} : (tensor<3x5xf32>, tensor<1xi64>) -> (tensor<*xf32>, tensor<*xi64>)
+  return %v : tensor<*xf32>
+}
+
+// -----
+
+func.func @onehot_values(%i: tensor<2x3xi64>, %vals: tensor<3xf32>) -> tensor<*xf32> {
+  %d = onnx.constant dense<4> : tensor<i64>
+  // expected-error @+1 {{(OneHot): values must be a 2-element tensor [off, on]}}
+  %0 = onnx.node "OneHot"(%i, %d, %vals) opset 11 {} : (tensor<2x3xi64>, tensor<i64>, tensor<3xf32>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}

@@ -370,3 +370,62 @@ func.func @depth_space_eye(%x: tensor<1x8x2x3xf32>, %e: tensor<2x3xf32>) -> (ten
   %2 = onnx.node "EyeLike"(%e) opset 9 {k = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0, %1, %2 : tensor<1x2x4x6xf32>, tensor<1x8x2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// TopK: K from a constant input, axis -1, both results; opset 1's k attribute.
+// CHECK-LABEL: func.func @topk
+// CHECK: kiln.topk %{{.*}} {axis = 1 : i64, k = 2 : i64} : (tensor<3x5xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+// CHECK: kiln.topk %{{.*}} {axis = 0 : i64, k = 1 : i64} : (tensor<3x5xf32>) -> (tensor<1x5xf32>, tensor<1x5xi64>)
+// CHECK: kiln.topk %{{.*}} {axis = 1 : i64, k = 2 : i64, largest = false}
+// CHECK-NOT: onnx.
+func.func @topk(%x: tensor<3x5xf32>) -> (tensor<*xf32>, tensor<*xi64>, tensor<*xf32>, tensor<*xf32>) {
+  %k = onnx.constant dense<[2]> : tensor<1xi64>
+  %v, %i = onnx.node "TopK"(%x, %k) opset 11 {axis = -1 : i64} : (tensor<3x5xf32>, tensor<1xi64>) -> (tensor<*xf32>, tensor<*xi64>)
+  %w, %j = onnx.node "TopK"(%x) opset 1 {axis = 0 : i64, k = 1 : i64} : (tensor<3x5xf32>) -> (tensor<*xf32>, tensor<*xi64>)
+  %s, %t = onnx.node "TopK"(%x, %k) opset 11 {axis = 1 : i64, largest = 0 : i64} : (tensor<3x5xf32>, tensor<1xi64>) -> (tensor<*xf32>, tensor<*xi64>)
+  return %v, %i, %w, %s : tensor<*xf32>, tensor<*xi64>, tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// CumSum: the axis a constant input, exclusive and reverse attributes.
+// CHECK-LABEL: func.func @cumsum
+// CHECK: kiln.cumsum %{{.*}} {axis = 0 : i64, exclusive = true, reverse = true} : (tensor<3x5xf32>) -> tensor<3x5xf32>
+// CHECK-NOT: onnx.
+func.func @cumsum(%x: tensor<3x5xf32>) -> tensor<*xf32> {
+  %a = onnx.constant dense<-2> : tensor<i64>
+  %0 = onnx.node "CumSum"(%x, %a) opset 14 {exclusive = 1 : i64, reverse = 1 : i64} : (tensor<3x5xf32>, tensor<i64>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}
+
+// -----
+
+// OneHot (composed): indices wrapped into [0, depth), compared with 0..depth-1
+// along the new axis, then on/off picked from values.
+// CHECK-LABEL: func.func @onehot
+// CHECK: kiln.less
+// CHECK: kiln.select
+// CHECK: kiln.equal %{{.*}}, %{{.*}} : (tensor<2x1x3xi64>, tensor<1x4x1xi64>) -> tensor<2x4x3xi1>
+// CHECK: kiln.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x4x3xf32>
+// CHECK-NOT: onnx.
+func.func @onehot(%i: tensor<2x3xi64>, %vals: tensor<2xf32>) -> tensor<*xf32> {
+  %d = onnx.constant dense<4> : tensor<i64>
+  %0 = onnx.node "OneHot"(%i, %d, %vals) opset 11 {axis = 1 : i64} : (tensor<2x3xi64>, tensor<i64>, tensor<2xf32>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}
+
+// -----
+
+// ScatterElements (and opset 9's Scatter) and ScatterND with their reductions.
+// CHECK-LABEL: func.func @scatter
+// CHECK: kiln.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, reduction = "add"}
+// CHECK: kiln.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64} :
+// CHECK: kiln.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = "mul"}
+// CHECK-NOT: onnx.
+func.func @scatter(%x: tensor<3x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2xf32>, %n: tensor<2x1xi64>, %r: tensor<2x5xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %0 = onnx.node "ScatterElements"(%x, %i, %u) opset 16 {axis = -1 : i64, reduction = "add"} : (tensor<3x5xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<*xf32>
+  %1 = onnx.node "Scatter"(%x, %i, %u) opset 9 {} : (tensor<3x5xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<*xf32>
+  %2 = onnx.node "ScatterND"(%x, %n, %r) opset 16 {reduction = "mul"} : (tensor<3x5xf32>, tensor<2x1xi64>, tensor<2x5xf32>) -> tensor<*xf32>
+  return %0, %1, %2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

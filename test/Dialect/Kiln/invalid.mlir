@@ -343,3 +343,56 @@ func.func @channel_prune_producer(%w1: tensor<8x4xf32>, %w2: tensor<8x5xf32>, %q
       : (tensor<8x4xf32>, tensor<8x5xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @topk_k_too_large(%x: tensor<2x4xf32>) -> tensor<2x5xf32> {
+  // expected-error @+2 {{k (5) must be in [0, 4], the size of axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %v, %i = kiln.topk %x {axis = 1 : i64, k = 5 : i64} : (tensor<2x4xf32>) -> (tensor<2x5xf32>, tensor<2x5xi64>)
+  return %v : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = kiln.cumsum %x {axis = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %c : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @scatter_elements_shapes(%x: tensor<3x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3x3xf32>) -> tensor<3x5xf32> {
+  // expected-error @+2 {{indices and updates must have one shape}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kiln.scatter_elements %x, %i, %u {axis = 1 : i64} : (tensor<3x5xf32>, tensor<3x2xi64>, tensor<3x3xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
+}
+
+// -----
+
+func.func @scatter_elements_reduction(%x: tensor<3x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2xf32>) -> tensor<3x5xf32> {
+  // expected-error @+2 {{reduction must be none, add, mul, max or min, got 'sum'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kiln.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "sum"} : (tensor<3x5xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
+}
+
+// -----
+
+func.func @scatter_nd_updates(%x: tensor<4x4xf32>, %i: tensor<2x1xi64>, %u: tensor<2x3xf32>) -> tensor<4x4xf32> {
+  // expected-error @+2 {{updates must have shape [2,4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = kiln.scatter_nd %x, %i, %u : (tensor<4x4xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @gather_elements_grad_dy(%dy: tensor<2x3xf32>, %i: tensor<2x2xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{dy 'tensor<2x3xf32>' does not have the indices' shape}}
+  %g = kiln.gather_elements_grad %dy, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x2xi64>) -> tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}

@@ -83,3 +83,18 @@ func.func @magnitude_prune(%p: tensor<16x8xf32>, %q: tensor<16x8xf32>, %t: tenso
       : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<i64>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
   return %p1 : tensor<16x8xf32>
 }
+
+// CHECK-LABEL: func.func @indexing
+func.func @indexing(%x: tensor<2x16x4xf32>, %i: tensor<2x16x2xi64>, %u: tensor<2x16x2xf32>, %n: tensor<2x1xi64>, %s: tensor<2x16x4xf32>) -> (tensor<2x16x2xf32>, tensor<2x16x2xi64>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) {
+  // CHECK: kiln.topk %{{.*}} {axis = 2 : i64, k = 2 : i64} : (tensor<2x16x4xf32>) -> (tensor<2x16x2xf32>, tensor<2x16x2xi64>)
+  %v, %vi = kiln.topk %x {axis = 2 : i64, k = 2 : i64} : (tensor<2x16x4xf32>) -> (tensor<2x16x2xf32>, tensor<2x16x2xi64>)
+  // CHECK: kiln.cumsum %{{.*}} {axis = 1 : i64, reverse = true}
+  %c = kiln.cumsum %x {axis = 1 : i64, reverse = true} : (tensor<2x16x4xf32>) -> tensor<2x16x4xf32>
+  // CHECK: kiln.scatter_elements %{{.*}} {axis = 2 : i64, reduction = "add"}
+  %se = kiln.scatter_elements %x, %i, %u {axis = 2 : i64, reduction = "add"} : (tensor<2x16x4xf32>, tensor<2x16x2xi64>, tensor<2x16x2xf32>) -> tensor<2x16x4xf32>
+  // CHECK: kiln.gather_elements_grad %{{.*}}, %{{.*}} {axis = 2 : i64}
+  %g = kiln.gather_elements_grad %u, %i {axis = 2 : i64} : (tensor<2x16x2xf32>, tensor<2x16x2xi64>) -> tensor<2x16x4xf32>
+  // CHECK: kiln.scatter_nd
+  %nd = kiln.scatter_nd %x, %n, %s {reduction = "none"} : (tensor<2x16x4xf32>, tensor<2x1xi64>, tensor<2x16x4xf32>) -> tensor<2x16x4xf32>
+  return %v, %vi, %c, %se, %g, %nd : tensor<2x16x2xf32>, tensor<2x16x2xi64>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>
+}

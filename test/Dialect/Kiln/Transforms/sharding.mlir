@@ -58,10 +58,10 @@ func.func @train_step(%x: tensor<8x4x3xf32> {onnx.name = "x"}) -> tensor<3x32xf3
 // CHECK-LABEL: func.func @train_step
 // CHECK: kiln.relu {{.*}}kiln.shardings = {{\[\[\[}}], ["dp"]]]
 // CHECK: kiln.exp {{.*}}kiln.shardings = {{\[\[\[}}], ["dp"]]]
-// Resharding: gather the rows, take this rank's columns (no communication).
+// Resharding rows to columns over one axis: one all-to-all (each rank sends
+// the other its block of columns of its rows), not a gather of the whole.
 // PART-LABEL: func.func @train_step
-// PART: %[[A:.*]] = shard.all_gather %arg0 on @kiln_mesh grid_axes = [0] gather_axis = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
-// PART: %[[B:.*]] = shard.all_slice %[[A]] on @kiln_mesh grid_axes = [0] slice_axis = 1 : tensor<8x4xf32> -> tensor<8x2xf32>
+// PART: %[[B:.*]] = shard.all_to_all %arg0 on @kiln_mesh grid_axes = [0] split_axis = 1 concat_axis = 0 : tensor<4x4xf32> -> tensor<8x2xf32>
 // PART: kiln.relu %[[B]] : tensor<8x2xf32>
 func.func @train_step(%x: tensor<8x4xf32> {onnx.name = "x"}) -> tensor<8x4xf32> {
   %y = kiln.relu %x {kiln.shardings = [[[], ["dp"]]]} : tensor<8x4xf32>

@@ -206,8 +206,16 @@ OpSharding sharding::assignFactors(Operation *op, const ShardingRule &rule,
       if (f < 0 || d >= s->size() || (*s)[d].empty() ||
           !o.factorAxes[f].empty())
         continue;
-      const Axes &axes = (*s)[d];
-      if (llvm::any_of(axes, [&](shard::GridAxis a) { return used[a]; }))
+      // The axes not yet taken, up to the first that is: a block of that
+      // prefix of the axes is still a block (the tokens split over dp and
+      // ep keep dp where an expert weight takes ep).
+      Axes axes;
+      for (shard::GridAxis a : (*s)[d]) {
+        if (used[a])
+          break;
+        axes.push_back(a);
+      }
+      if (axes.empty())
         continue;
       int64_t n = mesh.ranks(axes);
       if (llvm::any_of(factorDims[f], [&](int64_t size) { return size % n; }))
@@ -217,22 +225,27 @@ OpSharding sharding::assignFactors(Operation *op, const ShardingRule &rule,
         used[a] = true;
     }
   };
-  for (auto [s, dims] : llvm::zip(results, rule.results))
-    offer(s, dims);
-  // Parameters' shardings before other operands': where a split weight
-  // and a split activation want the same axis, the activation is gathered
-  // (a weight is the larger and persists; Megatron's sequence parallelism
-  // gathers the sequence, never a weight).
+  // Parameters' shardings first, then the results', then the other
+  // operands': where a split weight and a split activation want the same
+  // axis, the activation moves (a weight is the larger and persists:
+  // Megatron's sequence parallelism gathers the sequence, never a weight,
+  // and an expert weight split over ep takes the tokens to it, whatever
+  // its result's users want).
   auto isParamOperand = [&](unsigned i) {
     auto a = dyn_cast<BlockArgument>(op->getOperand(i));
     auto f = a ? dyn_cast<FunctionOpInterface>(a.getOwner()->getParentOp())
                : FunctionOpInterface();
     return f && kiln::isParam(f, a.getArgNumber());
   };
-  for (bool params : {true, false})
+  auto offerOperands = [&](bool params) {
     for (auto [i, sd] : llvm::enumerate(llvm::zip(operands, rule.operands)))
       if (i < op->getNumOperands() && isParamOperand(i) == params)
         offer(std::get<0>(sd), std::get<1>(sd));
+  };
+  offerOperands(true);
+  for (auto [s, dims] : llvm::zip(results, rule.results))
+    offer(s, dims);
+  offerOperands(false);
 
   auto implied = [&](ArrayRef<SmallVector<int>> all,
                      SmallVectorImpl<Sharding> &out) {
