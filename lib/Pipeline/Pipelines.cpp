@@ -232,6 +232,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
   ImportOptions importOpts = opts.import;
   importOpts.paramData = &params;
   importOpts.overrideBatch = importOpts.batchSize > 0;
+  // --shard may name activations: keep the ONNX value names.
+  importOpts.valueNames = !opts.shard.empty();
   OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
   if (!module)
     return fail("import");

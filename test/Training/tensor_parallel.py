@@ -166,6 +166,28 @@ def main():
                       "1/4 of the split tensors (%.2f MiB expected, %.2f MiB whole)"
                       % (got, want, 2 * whole / 2 ** 20), r.stdout[-300:])
 
+    # An activation annotated by its ONNX value name against what the
+    # weights imply: fc1's output is split on its features (column-
+    # parallel), the annotation holds the ReLU's output split on the batch
+    # instead; the partition reshards between them (one all-to-all each
+    # way) and the run still computes the 1-rank losses and weights.
+    onnx_path, data = export(w, "mlp")
+    act = MLP_SHARD[:4] + ["--shard", "/Relu_output_0=tp,-"]
+    mlir = os.path.join(w, "mlp-act.mlir")
+    compile_exe(args, onnx_path, mlir, mom + ["--mesh", "tp=2", "--emit", "mlir"] + act)
+    a2a = open(mlir).read().count("shard.all_to_all")
+    exe = compile_exe(args, onnx_path, os.path.join(w, "mlp-act.train"),
+                      mom + ["--mesh", "tp=2"] + act)
+    met, out = os.path.join(w, "mlp-act.jsonl"), os.path.join(w, "mlp-act.onnx")
+    r = run(exe, 2, data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0",
+                            "--metrics", met, "--export-onnx", out])
+    ok1, why1 = close_losses(refs["mlp-1"][0], losses(met)) if r.returncode == 0 else (False, r.stderr[-300:])
+    ok2, why2 = close_weights(refs["mlp-1"][1], weights(out)) if r.returncode == 0 else (False, "")
+    check(a2a == 2 and ok1 and ok2,
+          "mlp tp=2 with an activation annotated by ONNX value name against the weights' "
+          "split: resharded by %d all-to-alls, the 1-rank losses (%s) and weights (%s)"
+          % (a2a, why1, why2))
+
     # --tp megatron: the decoder's attention and MLP blocks found by
     # structure (4 heads; dropout 0.1, whose masks each rank draws for its
     # heads' elements as numbered in the whole tensor), against the 1-rank
@@ -365,7 +387,7 @@ def main():
                         str(BATCH), "--mesh", "tp=2", "--shard", "fc9.weight=tp,-"] + MLP_SHARD,
                        capture_output=True, text=True)
     check(r.returncode == 0 and "kiln-compile: warning: --shard 'fc9.weight' matches no "
-          "parameter or input name; it is ignored" in r.stderr,
+          "parameter, input or value name; it is ignored" in r.stderr,
           "a --shard that matches nothing is a warning naming it", r.stderr[-300:])
     r = run(tp2, 1, data + ["--steps", "2"], timeout=60)
     check(r.returncode == 1 and r.stderr.strip().endswith(

@@ -432,7 +432,11 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
       map.map(r, alloc.getResult());
     }
     // The op's attributes with their defaults, so the kernel sees every one.
-    NamedAttrList params(op.getAttrDictionary());
+    // (Not the discardable kiln.* annotations: names, shardings.)
+    NamedAttrList params;
+    for (NamedAttribute a : op.getAttrDictionary())
+      if (!a.getName().getValue().starts_with("kiln."))
+        params.push_back(a);
     op.getName().populateDefaultAttrs(params);
     auto launch = kiln::krt::LaunchOp::create(
         b, loc, op.getName().stripDialect(), ins, outs,

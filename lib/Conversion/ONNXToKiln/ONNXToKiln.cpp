@@ -263,6 +263,21 @@ LogicalResult NodeRewriter::replace(ValueRange values) {
                                  now, old)
                        .str());
     res.replaceAllUsesWith(v);
+    // The ONNX value name, for annotations by name (kiln.onnx_names on the
+    // kiln op that now computes it; kiln-compile --shard).
+    auto names = node->getAttrOfType<ArrayAttr>("onnx.outputs");
+    Operation *def = v.getDefiningOp();
+    auto name = names && i < names.size() ? llvm::dyn_cast<StringAttr>(names[i]) : StringAttr();
+    if (name && !name.getValue().empty() && def &&
+        isa<KilnDialect>(def->getDialect()) && !isa<ConstantOp>(def)) {
+      StringRef key = KilnDialect::getOnnxNamesAttrName();
+      SmallVector<Attribute> all(def->getNumResults(), b.getStringAttr(""));
+      if (auto had = def->getAttrOfType<ArrayAttr>(key))
+        for (auto [k, a] : llvm::enumerate(had))
+          all[k] = a;
+      all[llvm::cast<OpResult>(v).getResultNumber()] = name;
+      def->setAttr(key, b.getArrayAttr(all));
+    }
   }
   didReplace = true;
   return success();

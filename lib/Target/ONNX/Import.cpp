@@ -696,6 +696,13 @@ LogicalResult Importer::importNode(int index) {
   for (auto [name, result] : llvm::zip(node.output(), op->getResults()))
     if (!name.empty())
       values[name] = result;
+  if (opts.valueNames) {
+    SmallVector<Attribute> names;
+    for (const std::string &name : node.output())
+      names.push_back(builder.getStringAttr(name));
+    names.resize(op->getNumResults(), builder.getStringAttr(""));
+    op->setAttr("onnx.outputs", builder.getArrayAttr(names));
+  }
   return success();
 }
 

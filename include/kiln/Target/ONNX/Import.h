@@ -41,6 +41,10 @@ struct ImportOptions {
   /// @forward but a constant, as a non-floating initializer would be. A
   /// name that is not a graph input of the model fails the import.
   std::map<std::string, std::string> boundInputs;
+  /// Record each node's output value names on its onnx.node (`onnx.outputs`,
+  /// one string per result), for annotations by ONNX value name
+  /// (kiln-compile --shard on an activation).
+  bool valueNames = false;
 };
 
 /// Loads, validates and shape-infers the ONNX model at `path` and imports it

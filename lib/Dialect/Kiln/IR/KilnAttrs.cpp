@@ -306,6 +306,14 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == getOnnxNamesAttrName()) {
+    auto all = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!all || all.size() != op->getNumResults() ||
+        !llvm::all_of(all, llvm::IsaPred<StringAttr>))
+      return op->emitError() << name << " must give one string per result ("
+                             << op->getNumResults() << "), got " << attr.getValue();
+    return success();
+  }
   if (name == getShardingsAttrName()) {
     auto all = dyn_cast<ArrayAttr>(attr.getValue());
     if (!all || all.size() != op->getNumResults())

@@ -63,6 +63,11 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getShardingAttrName() {
       return ::llvm::StringLiteral("kiln.sharding");
     }
+    /// On an op: the ONNX value name of each result ("" for none), kept when
+    /// kiln-compile --shard may annotate activations by name.
+    static constexpr ::llvm::StringLiteral getOnnxNamesAttrName() {
+      return ::llvm::StringLiteral("kiln.onnx_names");
+    }
     /// On an op (written by --kiln-shard-propagation): one sharding, as
     /// kiln.sharding, per result.
     static constexpr ::llvm::StringLiteral getShardingsAttrName() {

@@ -211,6 +211,62 @@ void ShardPass::runOnOperation() {
       f.setArgAttr(i, KilnDialect::getShardingAttrName(), chosen);
     }
   }
+  // Activations, by ONNX value name (kiln.onnx_names, kept by the import
+  // when --shard is given): the annotation pins the op's result
+  // (kiln.shardings), which propagation keeps as the user's and reshards
+  // to where the rules need otherwise.
+  for (auto f : m.getOps<func::FuncOp>()) {
+    if (f.isExternal() || (!func.empty() && f.getSymName() != func))
+      continue;
+    WalkResult walk = f.walk([&](Operation *op) {
+      auto names = op->getAttrOfType<ArrayAttr>(KilnDialect::getOnnxNamesAttrName());
+      if (!names)
+        return WalkResult::advance();
+      for (auto [r, n] : llvm::enumerate(names)) {
+        StringRef name = cast<StringAttr>(n).getValue();
+        if (name.empty())
+          continue;
+        ArrayAttr chosen;
+        const Annotation *by = nullptr;
+        for (Annotation &a : annotations) {
+          if (!a.re.match(name))
+            continue;
+          auto t = cast<RankedTensorType>(op->getResult(r).getType());
+          if ((int64_t)a.dims.size() != t.getRank()) {
+            op->emitError() << "--kiln-shard: '" << a.regex << "' gives " << a.dims.size()
+                            << " dimensions to value '" << name << "' of type " << t;
+            return WalkResult::interrupt();
+          }
+          if (op->getNumResults() != 1) {
+            op->emitError() << "--kiln-shard: '" << a.regex << "' matches value '" << name
+                            << "', an output of a " << op->getNumResults()
+                            << "-result op; only single-output ops' values can be "
+                               "annotated";
+            return WalkResult::interrupt();
+          }
+          a.matched = true;
+          ArrayAttr mine = ArrayAttr::get(ctx, a.dims);
+          if (chosen && mine != chosen) {
+            op->emitError() << "--kiln-shard: '" << by->regex << "' and '" << a.regex
+                            << "' both match value '" << name << "' and shard it differently";
+            return WalkResult::interrupt();
+          }
+          chosen = mine;
+          by = &a;
+        }
+        if (!chosen)
+          continue;
+        auto t = cast<RankedTensorType>(op->getResult(r).getType());
+        if (failed(parseSharding(chosen, meshInfo, t.getShape(), op->getLoc(),
+                                 "value '" + name.str() + "'")))
+          return WalkResult::interrupt();
+        op->setAttr(KilnDialect::getShardingsAttrName(), ArrayAttr::get(ctx, {chosen}));
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+  }
   // A parameter's gradient and its update leave as the parameter is held,
   // unless a result says otherwise.
   for (auto f : m.getOps<func::FuncOp>()) {
@@ -234,7 +290,7 @@ void ShardPass::runOnOperation() {
     if (!a.matched) {
       if (warnUnmatched) {
         m.emitWarning() << "--shard '" << a.regex
-                        << "' matches no parameter or input name; it is ignored";
+                        << "' matches no parameter, input or value name; it is ignored";
         continue;
       }
       m.emitError() << "--kiln-shard: '" << a.regex
