@@ -200,9 +200,13 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (opts.ep > 1 && opts.tp > 1)
     return failWith("mesh", "a mesh with both ep and tp is not supported yet "
                             "(dp x ep and dp x tp are)");
-  if (opts.ep > 1 && opts.zero > 0)
-    return failWith("mesh", "--zero with expert parallelism (--mesh ...,ep=E) "
-                            "is not supported yet");
+  if ((opts.ep > 1 || opts.tp > 1) && opts.zero > 2)
+    return failWith("mesh", "--zero 3 with expert or tensor parallelism (--mesh "
+                            "...,ep=E or ...,tp=M) is not supported yet (--zero "
+                            "1 and 2 are)");
+  if ((opts.ep > 1 || opts.tp > 1) && opts.zero > 0 && opts.dp < 2)
+    return failWith("mesh", "--zero shards the optimizer state over dp: it "
+                            "needs --mesh dp=N,... with N > 1");
   if (opts.ep > 1 && opts.pruneAt > 0 &&
       (opts.pruneChannels >= 0 || opts.pruneSparsity >= 0))
     return failWith("mesh", "pruning during the run with expert parallelism "
@@ -214,9 +218,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                 std::to_string(opts.dp * opts.ep) +
                                 " ranks of dp x ep (expert parallelism's ranks "
                                 "each take their share of the batch)");
-  if (opts.tp > 1 && opts.zero > 0)
-    return failWith("mesh", "--zero with tensor parallelism (--mesh ...,tp=N) "
-                            "is not supported yet");
+
   if (opts.tp > 1 && opts.pruneAt > 0 &&
       (opts.pruneChannels >= 0 || opts.pruneSparsity >= 0))
     return failWith("mesh", "pruning during the run with tensor parallelism "
@@ -808,6 +810,11 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return std::nullopt;
     auto t = cast<RankedTensorType>(step.getArgument(i).getType());
     SmallVector<int64_t> shape(t.getShape());
+    // ZeRO on a mesh of several axes: the plan holds a dp block of the
+    // flattened split block, whose shape kiln.sharded_shape keeps.
+    if (auto zs = step.getArgAttrOfType<DenseI64ArrayAttr>(
+            i, KilnDialect::getShardedShapeAttrName()))
+      shape.assign(zs.asArrayRef().begin(), zs.asArrayRef().end());
     bool split = false;
     for (auto [d, dim] : llvm::enumerate(sh)) {
       llvm::json::Array axes;

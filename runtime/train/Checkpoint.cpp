@@ -272,7 +272,9 @@ std::string CheckpointStore::save(const rt::Program &program,
                                   const std::map<std::string, rt::HostTensor> *whole) const {
   const int rank = ranks ? ranks->rank : 0;
   const int nranks = ranks ? ranks->ranks : 1;
-  const bool sharded = !config.sharded.empty();
+  // ZeRO's shard files: over a 1-axis mesh (over several, the caller
+  // gathers the sharded tensors whole).
+  const bool sharded = !config.sharded.empty() && config.ranks() == config.dp;
   if (sharded && (!ranks || nranks != config.dp))
     fail("checkpoint: the sharded (ZeRO) parameters need every rank to write "
          "its shard");
@@ -320,7 +322,7 @@ std::string CheckpointStore::save(const rt::Program &program,
     std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
     blocks.reserve(names.size());
     for (const std::string &n : names) {
-      if (!config.sharded.count(n))
+      if (!sharded || !config.sharded.count(n))
         continue;
       blocks.emplace_back();
       if (!program.getParam(n, blocks.back(), err))
@@ -361,15 +363,16 @@ std::string CheckpointStore::save(const rt::Program &program,
   std::vector<std::pair<std::string, const rt::HostTensor *>> tensors;
   for (size_t k = 0; k < names.size(); ++k) {
     auto sh = config.sharded.find(names[k]);
-    if (sh != config.sharded.end()) {
+    if (sh != config.sharded.end() && sharded) {
       rt::TensorDesc d;
       program.getParamDesc(names[k], d);
       manifest.params.push_back({names[k], program.paramRole(names[k]),
                                  rt::dtypeName(d.dtype), sh->second, true});
       continue;
     }
-    if (config.split.count(names[k])) {
-      // Tensor parallelism: the whole tensor, gathered by the caller.
+    if (config.split.count(names[k]) || config.sharded.count(names[k])) {
+      // Tensor parallelism (or ZeRO over several axes): the whole tensor,
+      // gathered by the caller.
       auto w = whole ? whole->find(names[k]) : decltype(whole->end())();
       if (!whole || w == whole->end())
         bail("the split parameter '" + names[k] + "' was not gathered");
@@ -640,6 +643,18 @@ bool CheckpointStore::resume(
     std::map<std::string, const rt::HostTensor *> byName;
     for (const auto &kv : tensors)
       byName[kv.first] = &kv.second;
+    // ZeRO over several axes: this rank's dp block of its expert or
+    // tensor-parallel block (or of the whole tensor); a split tensor
+    // without ZeRO: its block.
+    auto blockForMesh = [&](const std::string &n, const rt::HostTensor &w,
+                            const rt::TensorDesc &mine, int r) {
+      auto sp = config.split.find(n);
+      rt::HostTensor local = sp == config.split.end() ? w : blockOfWhole(w, sp->second, position_);
+      if (!config.sharded.count(n))
+        return local;
+      int dpIndex = position_.empty() ? r : (int)position_[0].index;
+      return blockOf(local, mine, dpIndex);
+    };
     for (const std::string &n : names) {
       rt::TensorDesc mine;
       program.getParamDesc(n, mine);
@@ -655,8 +670,18 @@ bool CheckpointStore::resume(
               blocks.push_back(&kv.second);
         int64_t count = mine.numel();
         int64_t first = config.sharded.count(n) ? (int64_t)rank * count : 0;
-        ok = program.setParam(n, rangeOfBlocks(blocks, ms->second, first, mine),
-                              err);
+        if (config.ranks() != config.dp &&
+            (config.sharded.count(n) || config.split.count(n))) {
+          // Into a run over several axes: whole first, then cut below.
+          rt::HostTensor w = rangeOfBlocks(blocks, ms->second, 0,
+                                           rt::TensorDesc{mine.dtype, ms->second});
+          ok = program.setParam(n, blockForMesh(n, w, mine, rank), err);
+        } else {
+          ok = program.setParam(n, rangeOfBlocks(blocks, ms->second, first, mine),
+                                err);
+        }
+      } else if (config.sharded.count(n) && config.ranks() != config.dp) {
+        ok = program.setParam(n, blockForMesh(n, *byName[n], mine, rank), err);
       } else if (config.sharded.count(n)) {
         ok = program.setParam(n, blockOf(*byName[n], mine, rank), err);
       } else if (auto sp = config.split.find(n); sp != config.split.end()) {

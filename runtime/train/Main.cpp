@@ -747,16 +747,43 @@ int runTraining(int argc, char **argv) {
         .wait();
     return all;
   };
+  // ZeRO over dp on a mesh of several axes (dp x ep, dp x tp): a rank's
+  // plan block is its dp block of the flattened tensor its position on the
+  // other axes holds (the whole tensor, or its expert or tensor-parallel
+  // block), so the dp group's blocks are joined first.
+  const bool zeroOnMesh = !config.sharded.empty() && config.ranks() != config.dp;
   auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
     rt::HostTensor block;
     for (const auto &[name, spec] : config.split) {
+      if (config.sharded.count(name))
+        continue;
       std::vector<char> all = gatherBlocks(name, block);
       whole[name] = joinBlocks(all.data(), block.bytes(), block.dtype(), spec, config);
     }
     for (const auto &[name, shape] : config.sharded) {
       std::vector<char> all = gatherBlocks(name, block);
-      whole[name] = wholeOf(all.data(), block.dtype(), shape);
+      if (!zeroOnMesh) {
+        whole[name] = wholeOf(all.data(), block.dtype(), shape);
+        continue;
+      }
+      const size_t bb = block.bytes();
+      const size_t inner = (size_t)(config.ep * config.tp);
+      rt::TensorDesc localDesc{block.dtype(), shape};
+      const size_t lb = localDesc.bytes();
+      std::vector<char> dpJoined(bb * (size_t)config.dp), locals(lb * (size_t)world.size());
+      for (int r = 0; r < world.size(); ++r) {
+        // The ranks of r's dp group (same place on the other axes), in dp order.
+        for (int64_t d = 0; d < config.dp; ++d)
+          std::memcpy(dpJoined.data() + (size_t)d * bb,
+                      all.data() + ((size_t)d * inner + (size_t)r % inner) * bb, bb);
+        if (lb)
+          std::memcpy(locals.data() + (size_t)r * lb, dpJoined.data(), lb);
+      }
+      auto sp = config.split.find(name);
+      whole[name] = sp == config.split.end()
+                        ? wholeOf(locals.data(), block.dtype(), shape)
+                        : joinBlocks(locals.data(), lb, block.dtype(), sp->second, config);
     }
     return whole;
   };
@@ -781,10 +808,11 @@ int runTraining(int argc, char **argv) {
         std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
       ckRanks.rankState.emplace_back(name, std::move(t));
     }
-    bool perRank = !config.sharded.empty() || !ckRanks.rankState.empty();
-    // Tensor parallelism: the split parameters whole, on every rank.
+    // ZeRO over a 1-axis mesh writes shard files; over several axes the
+    // sharded tensors are gathered whole, as tensor parallelism's are.
+    bool perRank = (!config.sharded.empty() && !zeroOnMesh) || !ckRanks.rankState.empty();
     std::map<std::string, rt::HostTensor> whole;
-    if (!config.split.empty())
+    if (!config.split.empty() || zeroOnMesh)
       whole = gatherSharded();
     if (!perRank && !lead)
       return; // rank 0 writes every parameter whole

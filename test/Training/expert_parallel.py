@@ -18,7 +18,10 @@
 #     rank holds 1/ep of the expert weights;
 #   - checkpoints hold whole tensors: an ep=2 checkpoint resumes on 1 rank
 #     and on dp=2,ep=2 with the uninterrupted losses;
-#   - bad input: ep with tp, --zero with ep, a global batch that does not
+#   - ZeRO over dp (stages 1, 2) at dp=2,ep=2: the same losses and
+#     weights, half the optimizer state per rank, and its checkpoint
+#     resumes on 1 rank (an ep=2 one on it);
+#   - bad input: ep with tp, --zero 3 with ep, a global batch that does not
 #     divide over dp x ep: one line each; a model with no expert layer says
 #     so and trains as data parallelism.
 #
@@ -133,24 +136,26 @@ def main():
 
     # N ranks against the 1-rank run.
     exes = {}
-    for mesh, ranks in (("ep=2", 2), ("ep=4", 4), ("dp=2,ep=2", 4)):
-        stem = "moe-" + mesh.replace("=", "").replace(",", "-")
+    for mesh, ranks, zero in (("ep=2", 2, ""), ("ep=4", 4, ""), ("dp=2,ep=2", 4, ""),
+                              ("dp=2,ep=2", 4, "1"), ("dp=2,ep=2", 4, "2")):
+        stem = "moe-" + mesh.replace("=", "").replace(",", "-") + ("-z" + zero if zero else "")
         exe, err = compile_exe(kc, onnx_path, os.path.join(w, stem + ".train"),
-                               ["--mesh", mesh])
-        exes[mesh] = exe
-        if mesh == "ep=2":
+                               ["--mesh", mesh] + (["--zero", zero] if zero else []))
+        exes[mesh + (" --zero " + zero if zero else "")] = exe
+        mesh_tag = mesh + (" --zero " + zero if zero else "")
+        if mesh == "ep=2" and not zero:
             check("--mesh ep=2: 4 expert projections (8 parameters) split by expert, "
                   "2 of 4 experts per rank" in err,
                   "--mesh ep=2 finds the decoder's expert weights and biases", err[-300:])
         met, out = os.path.join(w, stem + ".jsonl"), os.path.join(w, stem + ".onnx")
         r = run(exe, ranks, base + ["--metrics", met, "--export-onnx", out])
         if r.returncode != 0:
-            check(False, "moe %s: exit %d: %s" % (mesh, r.returncode, r.stderr.strip()[-400:]))
+            check(False, "moe %s: exit %d: %s" % (mesh_tag, r.returncode, r.stderr.strip()[-400:]))
             continue
         ok, why = close_losses(ref_l, losses(met))
-        check(ok, "moe %s: %d step losses match the 1-rank run (%s)" % (mesh, STEPS, why))
+        check(ok, "moe %s: %d step losses match the 1-rank run (%s)" % (mesh_tag, STEPS, why))
         ok, why = close_weights(ref_w, weights(out))
-        check(ok, "moe %s: final weights match the 1-rank run (%s)" % (mesh, why))
+        check(ok, "moe %s: final weights match the 1-rank run (%s)" % (mesh_tag, why))
         if mesh == "ep=4":
             # Each rank holds 1/4 of the expert tensors (and their momentum).
             init = weights(onnx_path)
@@ -163,6 +168,17 @@ def main():
             check(m is not None and abs(got - want) < 0.01,
                   "moe ep=4: each rank holds %.2f MiB of parameters and momentum, 1/4 of "
                   "the expert tensors (%.2f MiB expected)" % (got, want), r.stdout[-300:])
+
+    # ZeRO-1 over dp under dp x ep: each rank holds half of its block of
+    # every optimizer state (momentum), the parameters as without ZeRO.
+    r = run(exes["dp=2,ep=2 --zero 1"], 4, data + ["--steps", "1", "--log-every", "0"])
+    m = re.search(r"optimizer state ([0-9.]+) MiB \(ZeRO-1: 1/2 of it\)", r.stdout)
+    r0 = run(exes["dp=2,ep=2"], 4, data + ["--steps", "1", "--log-every", "0"])
+    m0 = re.search(r"optimizer state ([0-9.]+) MiB", r0.stdout)
+    ok = m is not None and m0 is not None and \
+        abs(float(m.group(1)) - float(m0.group(1)) / 2) < 0.011
+    check(ok, "moe dp=2,ep=2 --zero 1: a rank holds half its optimizer state (%s of %s MiB)"
+          % (m.group(1) if m else "?", m0.group(1) if m0 else "?"), r.stdout[-400:])
 
     # The plan's collectives.
     for mesh in ("ep=2", "dp=2,ep=2"):
@@ -200,12 +216,19 @@ def main():
         ok = all(t[k].shape == init[k].shape for k in init if init[k].dtype.kind == "f") and \
             t["blocks.0.moe.w1/momentum_buffer"].shape == init["blocks.0.moe.w1"].shape
     check(ok, "an ep=2 checkpoint holds the whole expert tensors", r.stderr[-300:])
-    for exe, ranks, what in ((one, 1, "an ep=2 checkpoint on 1 rank"),
-                             (exes["dp=2,ep=2"], 4, "an ep=2 checkpoint on dp=2,ep=2")):
-        d = os.path.join(w, "ckr-%d" % ranks)
+    ckz = os.path.join(w, "ck-zero")
+    r = run(exes["dp=2,ep=2 --zero 1"], 4, data + ["--steps", "6", "--no-shuffle",
+                                                     "--log-every", "0", "--checkpoint-dir", ckz])
+    check(r.returncode == 0, "a dp=2,ep=2 --zero 1 run writes a checkpoint", r.stderr[-300:])
+    for exe, ranks, what, src in (
+            (one, 1, "an ep=2 checkpoint on 1 rank", ck),
+            (exes["dp=2,ep=2"], 4, "an ep=2 checkpoint on dp=2,ep=2", ck),
+            (exes["dp=2,ep=2 --zero 1"], 4, "an ep=2 checkpoint on dp=2,ep=2 --zero 1", ck),
+            (one, 1, "a dp=2,ep=2 --zero 1 checkpoint on 1 rank", ckz)):
+        d = os.path.join(w, "ckr-%d-%s" % (ranks, what.replace(" ", "_").replace(",", "")))
         shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(ck, d)
-        met = os.path.join(w, "resumed-%d.jsonl" % ranks)
+        shutil.copytree(src, d)
+        met = d + ".jsonl"
         r = run(exe, ranks, base + ["--resume", "--checkpoint-dir", d, "--metrics", met])
         ok, why = (close_losses(ref_l[6:], losses(met)) if r.returncode == 0
                    else (False, r.stderr[-300:]))
@@ -221,8 +244,8 @@ def main():
         return r.returncode, lines
     for flags, batch, want, what in (
             (["--mesh", "ep=2,tp=2"], BATCH, "both ep and tp", "ep with tp"),
-            (["--mesh", "dp=2,ep=2", "--zero", "1"], BATCH, "--zero with expert parallelism",
-             "--zero with ep"),
+            (["--mesh", "dp=2,ep=2", "--zero", "3"], BATCH, "--zero 3 with expert or tensor",
+             "--zero 3 with ep"),
             (["--mesh", "dp=2,ep=2"], 6, "does not divide", "a batch that does not divide "
              "over dp x ep")):
         rc, lines = compile_err(flags, batch=batch)

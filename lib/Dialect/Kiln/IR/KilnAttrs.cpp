@@ -135,8 +135,14 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
     auto f = dyn_cast<FunctionOpInterface>(op);
     if (!f || regionIndex != 0)
       return op->emitError() << name << " belongs on a function argument";
-    return verifySharding(op, name, attr.getValue(),
-                          f.getArgumentTypes()[argIndex]);
+    // ZeRO over dp of a split parameter's state: the argument is a dp
+    // block of the flattened split block, whose shape kiln.sharded_shape
+    // keeps; the sharding describes that block.
+    Type t = f.getArgumentTypes()[argIndex];
+    if (auto zs = f.getArgAttrOfType<DenseI64ArrayAttr>(argIndex, getShardedShapeAttrName()))
+      if (auto st = dyn_cast<ShapedType>(t))
+        t = RankedTensorType::get(zs.asArrayRef(), st.getElementType());
+    return verifySharding(op, name, attr.getValue(), t);
   }
   if (name == getModelShapeAttrName() || name == getShardedShapeAttrName()) {
     // A whole parameter's shape: ZeRO's (kiln.sharded_shape), or the

@@ -53,11 +53,28 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
                   "--kiln-attach-optimizer first");
       return signalPassFailure();
     }
-    if (grid.getRank() != 1 || grid.getShape()[0] < 1) {
-      grid.emitOpError("--kiln-zero needs a 1-axis mesh (dp)");
+    // The dp axis (the only axis, or the one named "dp" of a 2-D mesh: dp
+    // x ep, dp x tp). The state is sharded over dp alone; a gradient summed
+    // over dp and other axes is reduce-scattered over dp and its block
+    // summed over the others.
+    auto names = grid->getAttrOfType<ArrayAttr>(kiln::KilnDialect::getAxisNamesAttrName());
+    dpAxis = -1;
+    if (grid.getRank() == 1)
+      dpAxis = 0;
+    else if (names)
+      for (auto [i, n] : llvm::enumerate(names))
+        if (auto sn = dyn_cast<StringAttr>(n); sn && sn.getValue() == "dp")
+          dpAxis = (int16_t)i;
+    if (dpAxis < 0 || grid.getShape()[dpAxis] < 1) {
+      grid.emitOpError("--kiln-zero needs a dp axis in the mesh");
       return signalPassFailure();
     }
-    dp = grid.getShape()[0];
+    if (grid.getRank() > 1 && stage >= 3) {
+      grid.emitOpError("--kiln-zero: stage 3 on a mesh of several axes is not "
+                       "supported yet (stages 1 and 2 are)");
+      return signalPassFailure();
+    }
+    dp = grid.getShape()[dpAxis];
     if (dp == 1)
       return;
     if (failed(apply(f)))
@@ -70,6 +87,8 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
 
 private:
   int64_t dp = 1;
+  /// The dp axis of @kiln_mesh.
+  int16_t dpAxis = 0;
   /// The updates' new sharded gradients, by the all-reduce they replace.
   DenseMap<Value, Value> shardedGrad;
   /// Gradients that reached the updates whole and equal on every rank:
@@ -139,12 +158,27 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
         b.setInsertionPointToStart(ar->getBlock());
     }
     Location loc = ar.getLoc();
+    ArrayRef<int16_t> axes = ar.getGridAxes();
+    if (!llvm::is_contained(axes, dpAxis)) {
+      user->emitOpError() << "--kiln-zero: its gradient is not reduced over dp";
+      return {};
+    }
     Value flat = flatPad(b, loc, ar.getInput(), n, N);
     auto rs = shard::ReduceScatterOp::create(
-        b, loc, flatType(k, elt), ar.getGridAttr(), ar.getGridAxesAttr(), flat,
+        b, loc, flatType(k, elt), ar.getGridAttr(), b.getDenseI16ArrayAttr({dpAxis}), flat,
         shard::ReductionKindAttr::get(b.getContext(), ar.getReduction()),
         b.getIndexAttr(0));
     cached = rs.getResult();
+    // Summed over other axes too (a replicated parameter under dp x ep):
+    // the block's sum over them (equal groups: an average of averages is
+    // the average).
+    SmallVector<shard::GridAxis> rest;
+    for (int16_t a : axes)
+      if (a != dpAxis)
+        rest.push_back(a);
+    if (!rest.empty())
+      cached = shard::AllReduceOp::create(b, loc, cached, "kiln_mesh", rest,
+                                          ar.getReduction());
     return cached;
   }
   if (auto mul = g.getDefiningOp<kiln::MulOp>()) {
@@ -176,7 +210,7 @@ Value ZeroPass::shardGrad(OpBuilder &b, Value g, int64_t n, int64_t N,
   Value flat = flatPad(b, g.getLoc(), g, n, N);
   cached = shard::AllSliceOp::create(b, g.getLoc(), flatType(k, elt), flat,
                                      "kiln_mesh",
-                                     ArrayRef<shard::GridAxis>{0}, 0);
+                                     ArrayRef<shard::GridAxis>{dpAxis}, 0);
   replicatedGrads.insert(g);
   return cached;
 }
@@ -240,7 +274,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
         auto gather = shard::AllGatherOp::create(
             b, xl, flatType(N, elt),
             FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),
-            b.getDenseI16ArrayAttr({0}), p, b.getIndexAttr(0));
+            b.getDenseI16ArrayAttr({dpAxis}), p, b.getIndexAttr(0));
         gather->setAttr(kiln::KilnDialect::getZeroGatherAttrName(),
                       b.getI64IntegerAttr(gatherUse++));
         x->replaceUsesOfWith(p, unflatten(b, xl, gather.getResult(), T));
@@ -267,7 +301,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
       if (o == p) {
         Value flat = flatPad(b, loc, p, n, N);
         operands.push_back(shard::AllSliceOp::create(
-            b, loc, kType, flat, "kiln_mesh", ArrayRef<shard::GridAxis>{0}, 0));
+            b, loc, kType, flat, "kiln_mesh", ArrayRef<shard::GridAxis>{dpAxis}, 0));
         continue;
       }
       auto arg = dyn_cast<BlockArgument>(o);
@@ -305,7 +339,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
     // The new parameter: every rank's k elements, cut to n, reshaped.
     Value all = shard::AllGatherOp::create(
         b, loc, flatType(N, elt), FlatSymbolRefAttr::get(b.getContext(), "kiln_mesh"),
-        b.getDenseI16ArrayAttr({0}), nu->getResult(0), b.getIndexAttr(0));
+        b.getDenseI16ArrayAttr({dpAxis}), nu->getResult(0), b.getIndexAttr(0));
     u->getResult(0).replaceAllUsesWith(unflatten(b, loc, all, T));
     for (unsigned r = 1; r < u->getNumResults(); ++r)
       u->getResult(r).replaceAllUsesWith(nu->getResult(r));
@@ -349,7 +383,7 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
           b, sq.getLoc(), t, sharded, b.getDenseI64ArrayAttr({0}),
           b.getBoolAttr(false));
       Value all = shard::AllReduceOp::create(b, sq.getLoc(), part, "kiln_mesh",
-                                             ArrayRef<shard::GridAxis>{0},
+                                             ArrayRef<shard::GridAxis>{dpAxis},
                                              shard::ReductionKind::Sum);
       sq.getResult().replaceAllUsesWith(all);
       sq->erase();
@@ -374,6 +408,16 @@ LogicalResult ZeroPass::apply(func::FuncOp f) {
     bucketAllGathers(body);
   f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(),
                               ret.getOperandTypes()));
+  // Results that now leave as dp blocks drop the sharding partitioning
+  // wrote for their whole (or split) form; the arguments' kiln.sharding
+  // with kiln.sharded_shape still says what each block belongs to.
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto sh = f.getResultAttrOfType<ArrayAttr>(i, kiln::KilnDialect::getShardingAttrName());
+    auto t = dyn_cast<RankedTensorType>(f.getResultTypes()[i]);
+    if (sh && t && (int64_t)sh.size() != t.getRank())
+      f.removeResultAttr(i, StringAttr::get(f.getContext(),
+                                            kiln::KilnDialect::getShardingAttrName()));
+  }
   return success();
 }
 
