@@ -200,10 +200,6 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (opts.ep > 1 && opts.tp > 1)
     return failWith("mesh", "a mesh with both ep and tp is not supported yet "
                             "(dp x ep and dp x tp are)");
-  if ((opts.ep > 1 || opts.tp > 1) && opts.zero > 2)
-    return failWith("mesh", "--zero 3 with expert or tensor parallelism (--mesh "
-                            "...,ep=E or ...,tp=M) is not supported yet (--zero "
-                            "1 and 2 are)");
   if ((opts.ep > 1 || opts.tp > 1) && opts.zero > 0 && opts.dp < 2)
     return failWith("mesh", "--zero shards the optimizer state over dp: it "
                             "needs --mesh dp=N,... with N > 1");

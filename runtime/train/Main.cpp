@@ -389,7 +389,10 @@ int runTraining(int argc, char **argv) {
       if (p) {
         p->setCollectives(&collectives);
         p->setBatchShard(dataIndex, config.dataRanks());
-        if (!config.split.empty())
+        // Split parameters (and ZeRO-3's blocks over a mesh of several
+        // axes) load this rank's block.
+        if (!config.split.empty() ||
+            (!config.sharded.empty() && config.ranks() != config.dp))
           p->setMeshPosition(meshPos);
       }
   const int64_t globalBatch = config.batchSize * config.dataRanks();

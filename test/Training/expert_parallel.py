@@ -18,10 +18,10 @@
 #     rank holds 1/ep of the expert weights;
 #   - checkpoints hold whole tensors: an ep=2 checkpoint resumes on 1 rank
 #     and on dp=2,ep=2 with the uninterrupted losses;
-#   - ZeRO over dp (stages 1, 2) at dp=2,ep=2: the same losses and
-#     weights, half the optimizer state per rank, and its checkpoint
-#     resumes on 1 rank (an ep=2 one on it);
-#   - bad input: ep with tp, --zero 3 with ep, a global batch that does not
+#   - ZeRO over dp (stages 1, 2, 3) at dp=2,ep=2: the same losses and
+#     weights, half the optimizer state per rank, and a ZeRO-1 and a
+#     ZeRO-3 checkpoint resume on 1 rank (an ep=2 one on ZeRO-1 and -3);
+#   - bad input: ep with tp, a global batch that does not
 #     divide over dp x ep: one line each; a model with no expert layer says
 #     so and trains as data parallelism.
 #
@@ -137,7 +137,8 @@ def main():
     # N ranks against the 1-rank run.
     exes = {}
     for mesh, ranks, zero in (("ep=2", 2, ""), ("ep=4", 4, ""), ("dp=2,ep=2", 4, ""),
-                              ("dp=2,ep=2", 4, "1"), ("dp=2,ep=2", 4, "2")):
+                              ("dp=2,ep=2", 4, "1"), ("dp=2,ep=2", 4, "2"),
+                              ("dp=2,ep=2", 4, "3")):
         stem = "moe-" + mesh.replace("=", "").replace(",", "-") + ("-z" + zero if zero else "")
         exe, err = compile_exe(kc, onnx_path, os.path.join(w, stem + ".train"),
                                ["--mesh", mesh] + (["--zero", zero] if zero else []))
@@ -179,6 +180,13 @@ def main():
         abs(float(m.group(1)) - float(m0.group(1)) / 2) < 0.011
     check(ok, "moe dp=2,ep=2 --zero 1: a rank holds half its optimizer state (%s of %s MiB)"
           % (m.group(1) if m else "?", m0.group(1) if m0 else "?"), r.stdout[-400:])
+    r3 = run(exes["dp=2,ep=2 --zero 3"], 4, data + ["--steps", "1", "--log-every", "0"])
+    m3 = re.search(r"parameters ([0-9.]+) MiB \(ZeRO-3: ", r3.stdout)
+    p0 = re.search(r"memory per rank: parameters ([0-9.]+) MiB", r0.stdout)
+    ok = m3 is not None and p0 is not None and \
+        abs(float(m3.group(1)) - float(p0.group(1)) / 2) < 0.011
+    check(ok, "moe dp=2,ep=2 --zero 3: a rank holds half its parameters (%s of %s MiB)"
+          % (m3.group(1) if m3 else "?", p0.group(1) if p0 else "?"), r3.stdout[-400:])
 
     # The plan's collectives.
     for mesh in ("ep=2", "dp=2,ep=2"):
@@ -220,11 +228,17 @@ def main():
     r = run(exes["dp=2,ep=2 --zero 1"], 4, data + ["--steps", "6", "--no-shuffle",
                                                      "--log-every", "0", "--checkpoint-dir", ckz])
     check(r.returncode == 0, "a dp=2,ep=2 --zero 1 run writes a checkpoint", r.stderr[-300:])
+    ckz3 = os.path.join(w, "ck-zero3")
+    r = run(exes["dp=2,ep=2 --zero 3"], 4, data + ["--steps", "6", "--no-shuffle",
+                                                     "--log-every", "0", "--checkpoint-dir", ckz3])
+    check(r.returncode == 0, "a dp=2,ep=2 --zero 3 run writes a checkpoint", r.stderr[-300:])
     for exe, ranks, what, src in (
             (one, 1, "an ep=2 checkpoint on 1 rank", ck),
             (exes["dp=2,ep=2"], 4, "an ep=2 checkpoint on dp=2,ep=2", ck),
             (exes["dp=2,ep=2 --zero 1"], 4, "an ep=2 checkpoint on dp=2,ep=2 --zero 1", ck),
-            (one, 1, "a dp=2,ep=2 --zero 1 checkpoint on 1 rank", ckz)):
+            (one, 1, "a dp=2,ep=2 --zero 1 checkpoint on 1 rank", ckz),
+            (exes["dp=2,ep=2 --zero 3"], 4, "an ep=2 checkpoint on dp=2,ep=2 --zero 3", ck),
+            (one, 1, "a dp=2,ep=2 --zero 3 checkpoint on 1 rank", ckz3)):
         d = os.path.join(w, "ckr-%d-%s" % (ranks, what.replace(" ", "_").replace(",", "")))
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(src, d)
@@ -244,8 +258,6 @@ def main():
         return r.returncode, lines
     for flags, batch, want, what in (
             (["--mesh", "ep=2,tp=2"], BATCH, "both ep and tp", "ep with tp"),
-            (["--mesh", "dp=2,ep=2", "--zero", "3"], BATCH, "--zero 3 with expert or tensor",
-             "--zero 3 with ep"),
             (["--mesh", "dp=2,ep=2"], 6, "does not divide", "a batch that does not divide "
              "over dp x ep")):
         rc, lines = compile_err(flags, batch=batch)

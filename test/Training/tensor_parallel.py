@@ -22,7 +22,7 @@
 #     uninterrupted losses;
 #   - bad input: an axis the mesh lacks, a dimension that does not divide,
 #     the wrong number of dimensions, --shard without tp, a regex that
-#     matches nothing (a warning naming it), --zero 3 with tp, a tp=2
+#     matches nothing (a warning naming it), a tp=2
 #     executable on 1 rank: one line each.
 #
 # Usage: /usr/bin/python3 test/Training/tensor_parallel.py --bin build/bin --work DIR
@@ -117,11 +117,12 @@ def main():
         onnx_path, data = export(w, name)
         base = data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
         cases = [("tp=2", 2, mom), ("dp=2,tp=2", 4, mom)]
-        # ZeRO over dp with tp: the optimizer state of each tp block
-        # sharded over the dp ranks (stages 1 and 2).
+        # ZeRO over dp with tp: the optimizer state (stage 3: and the
+        # weights) of each tp block sharded over the dp ranks.
         if name == "mlp":
             cases += [("dp=2,tp=2", 4, mom + ["--zero", "1"]),
-                      ("dp=2,tp=2", 4, mom + ["--zero", "2"])]
+                      ("dp=2,tp=2", 4, mom + ["--zero", "2"]),
+                      ("dp=2,tp=2", 4, mom + ["--zero", "3"])]
         if name == "mlp":
             cases += [("tp=4", 4, mom), ("tp=2", 2, adam)]
         for opt in (mom, adam) if name == "mlp" else (mom,):
@@ -377,8 +378,6 @@ def main():
              "gives 1 dimensions to argument 'fc1.weight'", "the wrong number of dimensions"),
             (["--shard", "fc1.weight=tp,-"], "it needs --mesh tp=M (or dp=N,tp=M) with M > 1",
              "--shard without a tp axis"),
-            (["--mesh", "dp=2,tp=2", "--zero", "3"] + MLP_SHARD,
-             "--zero 3 with expert or tensor parallelism", "--zero 3 with tp"),
             (["--mesh", "tp=2,pp=2"], "mesh axes are dp (data parallelism), tp", "an unknown mesh axis"),
             (["--mesh", "tp=2", "--shard", "fc1.weight=tp,-", "--shard", "fc.*weight=-,tp"],
              "'fc1.weight' and 'fc.*weight' both match argument 'fc1.weight' and shard it "

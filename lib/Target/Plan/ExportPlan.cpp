@@ -13,6 +13,8 @@
 #include "kiln/runtime/KernelManifest.h"
 #include "kiln/runtime/SliceTensor.h"
 
+#include <cstring>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -400,11 +402,50 @@ LogicalResult PlanWriter::write(std::string &out) {
             arg.getArgNumber(), KilnDialect::getShardingAttrName());
         int64_t blocks = 1;
         std::string data;
-        if (whole) {
+        auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+            func, StringAttr::get(func.getContext(), "kiln_mesh"));
+        if (whole && grid && grid.getShape().size() > 1) {
+          // ZeRO-3 over the dp axis of a mesh of several axes: block (s, d)
+          // is dp block d of the flattened, zero-padded split block s (the
+          // whole value when the parameter is not split otherwise), listed
+          // with the split axes first and dp last (Program::setMeshPosition).
+          auto names = grid->getAttrOfType<ArrayAttr>(KilnDialect::getAxisNamesAttrName());
+          int64_t dpSize = 0;
+          for (auto [i, n] : llvm::enumerate(names ? names : ArrayAttr::get(func.getContext(), {})))
+            if (cast<StringAttr>(n).getValue() == "dp")
+              dpSize = grid.getShape()[i];
+          if (dpSize < 1)
+            return func.emitOpError() << "parameter '" << argName
+                                      << "' is sharded, but @kiln_mesh has no dp axis";
+          auto elt = cast<MemRefType>(arg.getType()).getElementType();
+          auto local = MemRefType::get(whole.asArrayRef(), elt);
+          int64_t localBytes = (int64_t)(elt.getIntOrFloatBitWidth() / 8);
+          for (int64_t d : whole.asArrayRef())
+            localBytes *= d;
+          llvm::json::Array axes;
+          std::string splitData = it->second;
+          int64_t splitBlocks = 1;
+          if (split && failed(splitIntoBlocks(func, argName, split, local, it->second,
+                                              splitData, axes, splitBlocks)))
+            return failure();
+          if (!split && (int64_t)splitData.size() != localBytes)
+            return func.emitOpError() << "parameter '" << argName << "' has "
+                                      << splitData.size() << " bytes, its shape needs "
+                                      << localBytes;
+          if (bytes * dpSize < localBytes)
+            return func.emitOpError() << "parameter '" << argName << "': " << dpSize
+                                      << " blocks of " << bytes << " bytes do not hold "
+                                      << localBytes;
+          data.assign((size_t)(bytes * dpSize * splitBlocks), '\0');
+          for (int64_t sb = 0; sb < splitBlocks; ++sb)
+            std::memcpy(data.data() + sb * bytes * dpSize,
+                        splitData.data() + sb * localBytes, (size_t)localBytes);
+          axes.push_back("dp");
+          blocks = splitBlocks * dpSize;
+          (*e)["block_axes"] = std::move(axes);
+        } else if (whole) {
           // Split over the dp ranks (ZeRO-3): every rank's block of the
           // flattened value, zero-padded; each rank loads its own.
-          auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-              func, StringAttr::get(func.getContext(), "kiln_mesh"));
           if (!grid || grid.getShape().size() != 1)
             return func.emitOpError()
                    << "parameter '" << argName

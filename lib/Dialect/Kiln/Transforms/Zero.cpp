@@ -69,11 +69,6 @@ struct ZeroPass : public kiln::impl::KilnZeroPassBase<ZeroPass> {
       grid.emitOpError("--kiln-zero needs a dp axis in the mesh");
       return signalPassFailure();
     }
-    if (grid.getRank() > 1 && stage >= 3) {
-      grid.emitOpError("--kiln-zero: stage 3 on a mesh of several axes is not "
-                       "supported yet (stages 1 and 2 are)");
-      return signalPassFailure();
-    }
     dp = grid.getShape()[dpAxis];
     if (dp == 1)
       return;
