@@ -122,6 +122,25 @@ LogicalResult verifySharding(Operation *op, StringRef name, Attribute a,
   return success();
 }
 
+/// A module attribute holding an array of records (dictionaries), each of
+/// which `valid` accepts; the error says what `each` needs.
+LogicalResult verifyModuleRecords(Operation *op, NamedAttribute attr,
+                                  llvm::function_ref<bool(DictionaryAttr)> valid,
+                                  StringRef each) {
+  StringRef name = attr.getName().getValue();
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << name << " belongs on a module";
+  auto all = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!all)
+    return op->emitError() << name << " must be an array of dictionaries";
+  for (Attribute a : all) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    if (!d || !valid(d))
+      return op->emitError() << name << ": " << each << ", got " << a;
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
@@ -264,54 +283,33 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == getTpBlocksAttrName()) {
-    if (!isa<ModuleOp>(op))
-      return op->emitError() << name << " belongs on a module";
-    auto all = dyn_cast<ArrayAttr>(attr.getValue());
-    if (!all)
-      return op->emitError() << name << " must be an array of dictionaries";
-    for (Attribute a : all) {
-      auto d = dyn_cast<DictionaryAttr>(a);
-      auto kind = d ? d.getAs<StringAttr>("kind") : StringAttr();
-      if (!d || !kind ||
-          !llvm::is_contained({"attention", "mlp", "lm_head", "embedding"}, kind.getValue()) ||
-          !d.getAs<ArrayAttr>("params"))
-        return op->emitError() << name << ": each block needs kind (attention, "
-                               << "mlp, lm_head or embedding) and params, got " << a;
-    }
-    return success();
-  }
-  if (name == getEpLayersAttrName()) {
-    if (!isa<ModuleOp>(op))
-      return op->emitError() << name << " belongs on a module";
-    auto all = dyn_cast<ArrayAttr>(attr.getValue());
-    if (!all)
-      return op->emitError() << name << " must be an array of dictionaries";
-    for (Attribute a : all) {
-      auto d = dyn_cast<DictionaryAttr>(a);
-      if (!d || !d.getAs<IntegerAttr>("experts") || !d.getAs<ArrayAttr>("params"))
-        return op->emitError() << name << ": each layer needs experts (i64) and "
-                               << "params, got " << a;
-    }
-    return success();
-  }
-  if (name == getQatSitesAttrName()) {
-    if (!isa<ModuleOp>(op))
-      return op->emitError() << name << " belongs on a module";
-    auto all = dyn_cast<ArrayAttr>(attr.getValue());
-    if (!all)
-      return op->emitError() << name << " must be an array of dictionaries";
-    for (Attribute a : all) {
-      auto d = dyn_cast<DictionaryAttr>(a);
-      if (!d || !d.getAs<IntegerAttr>("node") || !d.getAs<IntegerAttr>("axis") ||
-          !d.getAs<StringAttr>("name") || !d.getAs<StringAttr>("weight") ||
-          !d.getAs<StringAttr>("observer"))
-        return op->emitError()
-               << name << ": each site needs node and axis (i64) and name, "
-               << "weight and observer (strings), got " << a;
-    }
-    return success();
-  }
+  if (name == getTpBlocksAttrName())
+    return verifyModuleRecords(
+        op, attr,
+        [](DictionaryAttr d) {
+          auto kind = d.getAs<StringAttr>("kind");
+          return kind &&
+                 llvm::is_contained({"attention", "mlp", "lm_head", "embedding"},
+                                    kind.getValue()) &&
+                 d.getAs<ArrayAttr>("params");
+        },
+        "each block needs kind (attention, mlp, lm_head or embedding) and params");
+  if (name == getEpLayersAttrName())
+    return verifyModuleRecords(
+        op, attr,
+        [](DictionaryAttr d) {
+          return d.getAs<IntegerAttr>("experts") && d.getAs<ArrayAttr>("params");
+        },
+        "each layer needs experts (i64) and params");
+  if (name == getQatSitesAttrName())
+    return verifyModuleRecords(
+        op, attr,
+        [](DictionaryAttr d) {
+          return d.getAs<IntegerAttr>("node") && d.getAs<IntegerAttr>("axis") &&
+                 d.getAs<StringAttr>("name") && d.getAs<StringAttr>("weight") &&
+                 d.getAs<StringAttr>("observer");
+        },
+        "each site needs node and axis (i64) and name, weight and observer (strings)");
   if (name == getOnnxNamesAttrName()) {
     auto all = dyn_cast<ArrayAttr>(attr.getValue());
     if (!all || all.size() != op->getNumResults() ||

@@ -762,33 +762,35 @@ void GatherGradOp::localizeAttributes(ArrayRef<Attribute>,
   if (!resultShardings.empty() && !wholeResultTypes.empty())
     recordGatheredSplit(*this, resultShardings[0], wholeResultTypes[0]);
 }
-ShardingRule GatherElementsOp::getShardingRule() {
-  ShardingRule r = ShardingRule::allWhole(getOperation());
-  ArrayRef<int64_t> in = dimsOf(getInput()), idx = dimsOf(getIndices());
+/// gather_elements, its gradient and scatter_elements: the dimensions off
+/// `axis` that the data (`in`) and the indices share are one parallel
+/// factor each, on the listed operands and the result; the axis is whole
+/// (an index may point anywhere along it).
+static ShardingRule alongIndicesRule(Operation *op, ArrayRef<int64_t> in,
+                                     ArrayRef<int64_t> idx, int64_t axis,
+                                     ArrayRef<int> operands) {
+  ShardingRule r = ShardingRule::allWhole(op);
   for (int64_t d = 0; d < (int64_t)idx.size(); ++d)
-    if (d != (int64_t)getAxis() && in[d] == idx[d])
-      r.operands[0][d] = r.operands[1][d] = r.results[0][d] = r.add(idx[d]);
+    if (d != axis && in[d] == idx[d]) {
+      int f = r.add(idx[d]);
+      for (int o : operands)
+        r.operands[o][d] = f;
+      r.results[0][d] = f;
+    }
   return r;
+}
+ShardingRule GatherElementsOp::getShardingRule() {
+  return alongIndicesRule(getOperation(), dimsOf(getInput()), dimsOf(getIndices()),
+                          getAxis(), {0, 1});
 }
 
-// The gather's dimensions off the axis that the input and the indices
-// share are parallel; the axis is whole (an index may point anywhere).
 ShardingRule GatherElementsGradOp::getShardingRule() {
-  ShardingRule r = ShardingRule::allWhole(getOperation());
-  ArrayRef<int64_t> in = dimsOf(getResult()), idx = dimsOf(getIndices());
-  for (int64_t d = 0; d < (int64_t)idx.size(); ++d)
-    if (d != (int64_t)getAxis() && in[d] == idx[d])
-      r.operands[0][d] = r.operands[1][d] = r.results[0][d] = r.add(idx[d]);
-  return r;
+  return alongIndicesRule(getOperation(), dimsOf(getResult()), dimsOf(getIndices()),
+                          getAxis(), {0, 1});
 }
 ShardingRule ScatterElementsOp::getShardingRule() {
-  ShardingRule r = ShardingRule::allWhole(getOperation());
-  ArrayRef<int64_t> in = dimsOf(getData()), idx = dimsOf(getIndices());
-  for (int64_t d = 0; d < (int64_t)idx.size(); ++d)
-    if (d != (int64_t)getAxis() && in[d] == idx[d])
-      r.operands[0][d] = r.operands[1][d] = r.operands[2][d] = r.results[0][d] =
-          r.add(idx[d]);
-  return r;
+  return alongIndicesRule(getOperation(), dimsOf(getData()), dimsOf(getIndices()),
+                          getAxis(), {0, 1, 2});
 }
 // An index may write anywhere in the data: every dimension whole.
 ShardingRule ScatterNDOp::getShardingRule() {
