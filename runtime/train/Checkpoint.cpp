@@ -274,7 +274,7 @@ std::string CheckpointStore::save(const rt::Program &program,
   const int nranks = ranks ? ranks->ranks : 1;
   // ZeRO's shard files: over a 1-axis mesh (over several, the caller
   // gathers the sharded tensors whole).
-  const bool sharded = !config.sharded.empty() && config.ranks() == config.dp;
+  const bool sharded = !config.sharded.empty() && !config.meshBeyondDp();
   if (sharded && (!ranks || nranks != config.dp))
     fail("checkpoint: the sharded (ZeRO) parameters need every rank to write "
          "its shard");
@@ -670,7 +670,7 @@ bool CheckpointStore::resume(
               blocks.push_back(&kv.second);
         int64_t count = mine.numel();
         int64_t first = config.sharded.count(n) ? (int64_t)rank * count : 0;
-        if (config.ranks() != config.dp &&
+        if (config.meshBeyondDp() &&
             (config.sharded.count(n) || config.split.count(n))) {
           // Into a run over several axes: whole first, then cut below.
           rt::HostTensor w = rangeOfBlocks(blocks, ms->second, 0,
@@ -680,7 +680,7 @@ bool CheckpointStore::resume(
           ok = program.setParam(n, rangeOfBlocks(blocks, ms->second, first, mine),
                                 err);
         }
-      } else if (config.sharded.count(n) && config.ranks() != config.dp) {
+      } else if (config.sharded.count(n) && config.meshBeyondDp()) {
         ok = program.setParam(n, blockForMesh(n, *byName[n], mine, rank), err);
       } else if (config.sharded.count(n)) {
         ok = program.setParam(n, blockOf(*byName[n], mine, rank), err);

@@ -392,7 +392,7 @@ int runTraining(int argc, char **argv) {
         // Split parameters (and ZeRO-3's blocks over a mesh of several
         // axes) load this rank's block.
         if (!config.split.empty() ||
-            (!config.sharded.empty() && config.ranks() != config.dp))
+            (!config.sharded.empty() && config.meshBeyondDp()))
           p->setMeshPosition(meshPos);
       }
   const int64_t globalBatch = config.batchSize * config.dataRanks();
@@ -754,7 +754,7 @@ int runTraining(int argc, char **argv) {
   // plan block is its dp block of the flattened tensor its position on the
   // other axes holds (the whole tensor, or its expert or tensor-parallel
   // block), so the dp group's blocks are joined first.
-  const bool zeroOnMesh = !config.sharded.empty() && config.ranks() != config.dp;
+  const bool zeroOnMesh = !config.sharded.empty() && config.meshBeyondDp();
   auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
     rt::HostTensor block;
