@@ -16,6 +16,7 @@
 #include "kiln/runtime/InputFile.h"
 #include "kiln/Support/TensorSize.h"
 #include "kiln/runtime/TrainConfig.h"
+#include "kiln/runtime/TrainPayload.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Transforms/Passes.h"
@@ -225,13 +226,55 @@ bool kiln::compileONNXToTraining(const std::string &path,
                                 std::to_string(opts.import.batchSize) +
                                 " does not divide over dp=" +
                                 std::to_string(opts.dp) + " ranks");
+  if (opts.microbatches < 1)
+    return failWith("microbatch", "--microbatches must be at least 1, got " +
+                                      std::to_string(opts.microbatches));
+  if (opts.microbatches > 1 &&
+      (opts.import.batchSize <= 0 ||
+       opts.import.batchSize % (opts.microbatches * opts.dp * opts.ep)))
+    return failWith("microbatch",
+                    "--microbatches " + std::to_string(opts.microbatches) +
+                        " does not divide the batch: the global batch " +
+                        std::to_string(opts.import.batchSize) +
+                        " must be a multiple of " +
+                        std::to_string(opts.microbatches * opts.dp * opts.ep) +
+                        " (microbatches x data-parallel ranks)");
+  if (opts.pp < 1)
+    return failWith("mesh", "pp must be at least 1, got " + std::to_string(opts.pp));
+  if (opts.pp > 1) {
+    // What pipeline parallelism does not compose with yet, each said once.
+    auto notYet = [&](const std::string &what) {
+      return failWith("mesh", "--mesh pp=" + std::to_string(opts.pp) + " with " +
+                                  what + " is not supported yet");
+    };
+    if (opts.tp > 1 || opts.ep > 1)
+      return notYet("tp or ep axes (pp x dp is)");
+    if (opts.zero > 0)
+      return notYet("--zero");
+    if (opts.clipNorm > 0)
+      return notYet("--clip-grad-norm (its global norm spans the stages)");
+    LossScaleChoice ls;
+    std::string lsErr;
+    if (resolveLossScale(opts, ls, lsErr) && ls.on)
+      return notYet("loss scaling (its finite check spans the stages)");
+    if (opts.pruneAt > 0 || opts.pruneChannels >= 0 || opts.pruneSparsity >= 0)
+      return notYet("--prune");
+    if (!opts.teacher.empty())
+      return notYet("--teacher");
+    if (opts.optimizer == "none")
+      return notYet("--optimizer none");
+  }
   ParamData params;
   // At the global batch: --kiln-data-parallel splits it over the ranks.
   ImportOptions importOpts = opts.import;
   importOpts.paramData = &params;
   importOpts.overrideBatch = importOpts.batchSize > 0;
+  // Microbatches: the step is built for one (--kiln-microbatch then
+  // feeds it the M microbatches of the global batch).
+  if (opts.microbatches > 1)
+    importOpts.batchSize /= opts.microbatches;
   // --shard may name activations: keep the ONNX value names.
-  importOpts.valueNames = !opts.shard.empty();
+  importOpts.valueNames = !opts.shard.empty() || !opts.stageBoundaries.empty();
   OwningOpRef<ModuleOp> module = importONNX(path, ctx, importOpts);
   if (!module)
     return fail("import");
@@ -511,6 +554,17 @@ bool kiln::compileONNXToTraining(const std::string &path,
     return failWith("loss scale", "--loss-scale needs an optimizer (it skips "
                                   "the update of a step with non-finite "
                                   "gradients)");
+  // Pipeline stages on @forward: autodiff gives each op's VJP its stage.
+  const int64_t modelStages = opts.pp * opts.virtualStages;
+  if (opts.pp > 1) {
+    PassManager pm(&ctx);
+    KilnPipelineStagesPassOptions so;
+    so.stages = modelStages;
+    so.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
+    pm.addPass(createKilnPipelineStagesPass(so));
+    if (failed(pm.run(*module)))
+      return fail("pipeline");
+  }
   {
     PassManager pm(&ctx);
     KilnAutodiffPassOptions ao;
@@ -528,6 +582,13 @@ bool kiln::compileONNXToTraining(const std::string &path,
     // A vocab-parallel LM head: the loss and its gradient on split logits.
     if (vocabParallel)
       pm.addPass(createKilnExpandCrossEntropyPass());
+    // Gradient accumulation: forward and backward once per microbatch (on
+    // the global batch, so that dp then splits each microbatch).
+    if (opts.microbatches > 1) {
+      KilnMicrobatchPassOptions mbo;
+      mbo.microbatches = opts.microbatches;
+      pm.addPass(createKilnMicrobatchPass(mbo));
+    }
     // The batch split over the ranks, the gradients summed over them before
     // the optimizer sees them.
     KilnDataParallelPassOptions dpo;
@@ -844,7 +905,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     result.rankParamBytes += local;
     result.modelParamBytes += whole;
   }
-  if (dp > 1 || tp > 1 || ep > 1) {
+  if (dp > 1 || tp > 1 || ep > 1 || opts.pp > 1 || opts.microbatches > 1) {
     // ZeRO's sharded parameters: name -> the whole tensor's shape.
     llvm::json::Object sharded;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -888,6 +949,10 @@ bool kiln::compileONNXToTraining(const std::string &path,
     config[key(K::Mesh)] = llvm::json::Object{{key(K::MeshDp), dp},
                                               {key(K::MeshTp), tp},
                                               {key(K::MeshEp), ep},
+                                              {key(K::MeshPp), opts.pp},
+                                              {key(K::MeshMicrobatches), opts.microbatches},
+                                              {key(K::MeshSchedule), opts.pipelineSchedule},
+                                              {key(K::MeshVirtualStages), opts.virtualStages},
                                               {key(K::MeshZero), opts.zero},
                                               {key(K::MeshSharded), std::move(sharded)},
                                               {key(K::MeshSplit), std::move(split)}};
@@ -897,18 +962,46 @@ bool kiln::compileONNXToTraining(const std::string &path,
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)));
   }
 
+  // Pipeline parallelism: one program per stage rank, ordered by the
+  // schedule (the config above is the whole step's).
+  if (opts.pp > 1) {
+    PassManager pm(&ctx);
+    dist::KilnPipelinePassOptions po;
+    po.stages = opts.pp;
+    po.microbatches = opts.microbatches;
+    po.schedule = opts.pipelineSchedule;
+    po.virtualStages = opts.virtualStages;
+    pm.addPass(dist::createKilnPipelinePass(po));
+    if (failed(pm.run(*module)))
+      return fail("pipeline");
+    result.mlir.clear();
+    llvm::raw_string_ostream os(result.mlir);
+    module->print(os);
+  }
   {
     PassManager pm(&ctx);
     buildKilnToRuntimePipeline(pm);
     if (failed(pm.run(*module)))
       return fail("lower");
   }
-  if (failed(exportPlan(*module, kTrainStepFuncName, params, result.trainPlan)))
-    return fail("plan");
-  if (auto a = module->lookupSymbol<func::FuncOp>(kTrainStepFuncName)
-                   ->getAttrOfType<IntegerAttr>(
-                       krt::KRTDialect::getArenaBytesAttrName()))
-    result.trainArenaBytes = a.getInt();
+  std::vector<std::string> stepFuncs;
+  if (opts.pp > 1)
+    for (int64_t r = 0; r < opts.pp; ++r)
+      stepFuncs.push_back((kTrainStepFuncName + "_pp" + std::to_string(r)).str());
+  else
+    stepFuncs.push_back(kTrainStepFuncName.str());
+  std::vector<std::string> stagePlans(stepFuncs.size());
+  for (size_t r = 0; r < stepFuncs.size(); ++r) {
+    if (failed(exportPlan(*module, stepFuncs[r], params, stagePlans[r])))
+      return fail("plan");
+    if (auto a = module->lookupSymbol<func::FuncOp>(stepFuncs[r])
+                     ->getAttrOfType<IntegerAttr>(
+                         krt::KRTDialect::getArenaBytesAttrName()))
+      result.trainArenaBytes = std::max<int64_t>(result.trainArenaBytes, a.getInt());
+  }
+  result.trainPlan = opts.pp > 1
+                         ? rt::pipelinePlans(stagePlans.data(), stagePlans.size())
+                         : std::move(stagePlans[0]);
 
   {
     PassManager pm(&ctx);

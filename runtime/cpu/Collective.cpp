@@ -399,6 +399,52 @@ std::unique_ptr<Kernel> makeBroadcast(const KernelSpec &spec) {
   });
 }
 
+/// send / recv: a pipeline stage's point to point with member `peer` of
+/// this rank's group along `axis`, matched by `tag`. A plan with them runs
+/// only as one of a pipeline's ranks.
+int64_t peerOf(const KernelSpec &spec) {
+  int64_t peer = spec.attrs.getInt("peer", -1), tag = spec.attrs.getInt("tag", -1);
+  if (peer < 0 || peer >= (int64_t(1) << 20))
+    fail(spec, "peer " + std::to_string(peer) + " is not a rank index");
+  if (tag < 0 || tag > 32767)
+    fail(spec, "tag " + std::to_string(tag) + " is outside [0, 32767]");
+  return peer;
+}
+void checkPeer(const KernelSpec &spec, ExecContext &ctx, const std::string &axis,
+               int64_t peer) {
+  if (!ctx.collectives)
+    fail(spec, "it exchanges tensors between pipeline stages: run the "
+               "executable under mpirun with the ranks it was compiled for");
+  int ranks = ctx.collectives->groupSize(axis);
+  if (peer >= ranks || peer == ctx.collectives->groupRank(axis))
+    fail(spec, "peer " + std::to_string(peer) + " is not another of the " +
+                   std::to_string(ranks) + " ranks of mesh axis '" + axis + "'");
+}
+
+std::unique_ptr<Kernel> makeSend(const KernelSpec &spec) {
+  expectArity(spec, 1, 0);
+  const TensorDesc d = *spec.inputs[0];
+  const std::string axis = meshAxis(spec);
+  const int64_t peer = peerOf(spec), tag = spec.attrs.getInt("tag");
+  return make([=](ExecContext &ctx, const void *const *in, void *const *) {
+    checkPeer(spec, ctx, axis, peer);
+    ctx.collectives->send(axis, (int)peer, (int)tag, in[0], (size_t)d.numel(),
+                          d.dtype);
+  });
+}
+
+std::unique_ptr<Kernel> makeRecv(const KernelSpec &spec) {
+  expectArity(spec, 0, 1);
+  const TensorDesc d = *spec.outputs[0];
+  const std::string axis = meshAxis(spec);
+  const int64_t peer = peerOf(spec), tag = spec.attrs.getInt("tag");
+  return make([=](ExecContext &ctx, const void *const *, void *const *out) {
+    checkPeer(spec, ctx, axis, peer);
+    ctx.collectives->recv(axis, (int)peer, (int)tag, out[0], (size_t)d.numel(),
+                          d.dtype);
+  });
+}
+
 } // namespace
 
 void registerCollectiveKernels(KernelRegistry &r) {
@@ -410,6 +456,8 @@ void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_gather", makeAllGather);
   r.add("all_slice", makeAllSlice);
   r.add("all_to_all", makeAllToAll);
+  r.add("send", makeSend);
+  r.add("recv", makeRecv);
 }
 
 } // namespace kiln::rt::cpu

@@ -234,6 +234,15 @@ Config parseConfig(std::string_view text) {
             std::to_string(c.ep));
       if (c.ep > 1 && c.tp > 1)
         bad("mesh ep and tp cannot both be above 1");
+      c.pp = *getInt(*m, Key::MeshPp, "mesh ");
+      if (c.pp < 1 || c.pp > (int64_t(1) << 20) ||
+          c.pp * c.dp * c.tp * c.ep > (int64_t(1) << 20))
+        bad("mesh pp must be in [1, 2^20] and pp x dp x ep x tp at most 2^20, "
+            "got pp " + std::to_string(c.pp));
+      c.microbatches = *getInt(*m, Key::MeshMicrobatches, "mesh ");
+      if (c.microbatches < 1 || c.microbatches > 4096)
+        bad("mesh microbatches must be in [1, 4096], got " +
+            std::to_string(c.microbatches));
       if (const json *s = field(*m, Key::MeshSplit)) {
         if (!s->is_object())
           bad("mesh 'split' must be an object of name: {shape, dims}");

@@ -111,15 +111,22 @@ struct Config {
   /// a block of, by name (the plan's parameter is the block; TensorSplit.h).
   std::map<std::string, SplitSpec> split;
   int64_t ep = 1;          // ranks on the expert-parallel axis (inside dp)
-  /// All ranks: dp x ep x tp (ep and tp not both above 1).
-  int64_t ranks() const { return dp * ep * tp; }
+  /// Pipeline stages, the outermost axis (pp x dp x ep x tp ranks): each
+  /// stage's ranks run their own plan of the payload's pipeline plans.
+  int64_t pp = 1;
+  /// Microbatches per step (informative: the plan has them).
+  int64_t microbatches = 1;
+  /// All ranks: pp x dp x ep x tp (ep and tp not both above 1).
+  int64_t ranks() const { return pp * dp * ep * tp; }
+  /// The ranks of one pipeline stage: dp x ep x tp.
+  int64_t stageRanks() const { return dp * ep * tp; }
   /// The ranks that read different samples: dp x ep (the batch is split
   /// over both; a tp group reads the same samples).
   int64_t dataRanks() const { return dp * ep; }
   /// The mesh has axes besides dp (ep, tp): ZeRO's blocks are then dp
   /// blocks of each rank's split block, and checkpoints hold whole tensors
   /// instead of ZeRO's shard files.
-  bool meshBeyondDp() const { return ranks() != dp; }
+  bool meshBeyondDp() const { return stageRanks() != dp; }
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

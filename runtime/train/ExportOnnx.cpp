@@ -310,14 +310,15 @@ size_t exportOnnx(std::string_view bytes, const rt::Program &program,
   std::string err;
   for (onnx::TensorProto &t : *model.mutable_graph()->mutable_initializer()) {
     rt::TensorDesc desc;
-    if (!program.getParamDesc(t.name(), desc))
-      continue;
     const rt::HostTensor *gathered = nullptr;
     if (whole) {
       auto it = whole->find(t.name());
       if (it != whole->end())
         gathered = &it->second;
     }
+    // A parameter of this plan, or of another pipeline stage's (gathered).
+    if (!program.getParamDesc(t.name(), desc) && !gathered)
+      continue;
     if (gathered)
       desc = gathered->desc();
     DType dt;

@@ -33,6 +33,7 @@
 #include "LossScale.h"
 #include "Profile.h"
 #include "Payload.h"
+#include "PipelineStages.h"
 #include "PruneChannels.h"
 #include "Sha256.h"
 #include "TensorBoard.h"
@@ -284,8 +285,29 @@ int runTraining(int argc, char **argv) {
   if (config.modelSha256.empty() && !payload.model.empty())
     config.modelSha256 = sha256Hex(payload.model.data(), payload.model.size());
 
+  // The ranks (docs/Distributed.md): a plan compiled with --mesh dp=N runs
+  // as N processes under an MPI launcher, each on its slice of every global
+  // batch; rank 0 reports, writes the metrics, checkpoints and exports (the
+  // parameters are replicated). Without a launcher the world is one rank.
+  comm::Communicator &world = comm::world();
+  const int rank = world.rank();
+  const bool lead = rank == 0;
+  // A pipeline (--mesh pp=S): the plan part holds one plan per stage; this
+  // rank runs its stage's.
+  std::string_view planBytes = payload.plan;
+  if (rt::isPipelinePlans(payload.plan) || config.pp > 1) {
+    uint64_t count = 0;
+    const int64_t stage = rank / std::max<int64_t>(1, config.stageRanks());
+    if (!rt::pipelinePlan(payload.plan, (uint64_t)std::min(stage, config.pp - 1),
+                          planBytes, count, err))
+      fail("payload plan: " + err);
+    if ((int64_t)count != config.pp)
+      fail("payload plan: it holds " + std::to_string(count) +
+           " pipeline stages' plans, the config's mesh has pp=" +
+           std::to_string(config.pp));
+  }
   std::unique_ptr<rt::Program> program =
-      rt::Program::load(payload.plan.data(), payload.plan.size(), err);
+      rt::Program::load(planBytes.data(), planBytes.size(), err);
   if (!program)
     fail("payload plan: " + err);
   // --prune l1-channel --prune-at S: the smaller model's plans, config and
@@ -309,16 +331,11 @@ int runTraining(int argc, char **argv) {
       fail("payload: the plan after --prune-at: " + err);
   }
 
-  // The ranks (docs/Distributed.md): a plan compiled with --mesh dp=N runs
-  // as N processes under an MPI launcher, each on its slice of every global
-  // batch; rank 0 reports, writes the metrics, checkpoints and exports (the
-  // parameters are replicated). Without a launcher the world is one rank.
-  comm::Communicator &world = comm::world();
-  const int rank = world.rank();
-  const bool lead = rank == 0;
   Alerts alerts(alertConfig, rank);
   SystemMonitor monitor;
   std::string meshText;
+  if (config.pp > 1)
+    meshText = "pp=" + std::to_string(config.pp);
   for (auto [name, size] : {std::pair<const char *, int64_t>{"dp", config.dp},
                             {"ep", config.ep}, {"tp", config.tp}})
     if (size > 1 || (!std::strcmp(name, "dp") && config.ranks() == 1))
@@ -327,7 +344,9 @@ int runTraining(int argc, char **argv) {
   if (world.size() != config.ranks())
     fail(config.ranks() > 1
              ? "this executable trains on " + std::to_string(config.ranks()) +
-                   (config.tp > 1 || config.ep > 1 ? " ranks" : " data-parallel ranks") +
+                   (config.tp > 1 || config.ep > 1 || config.pp > 1
+                        ? " ranks"
+                        : " data-parallel ranks") +
                    " (compiled with --mesh " + meshText +
                    "): run it with mpirun -np " +
                    std::to_string(config.ranks()) + "; it was started as " +
@@ -445,8 +464,10 @@ int runTraining(int argc, char **argv) {
              want.str() + ", the plan's input is " + inDescs[k].str());
       inputSource.push_back((int)(spec - config.data.data()));
     }
+    // A pipeline stage's plan reads the inputs its ops use (the first
+    // stage the samples, the last the labels).
     for (const DataSpec &d : config.data) {
-      bool found = false;
+      bool found = config.pp > 1;
       for (const std::string &n : inNames)
         found |= n == d.name;
       if (!found)
@@ -534,6 +555,9 @@ int runTraining(int argc, char **argv) {
                                               *prunedConfig, opt.evalData);
   };
   std::unique_ptr<CheckpointStore> store;
+  if (!opt.checkpointDir.empty() && config.pp > 1)
+    fail("--checkpoint-dir: checkpoints of a pipeline-parallel run (--mesh "
+         "pp=" + std::to_string(config.pp) + ") are not supported yet");
   if (!opt.checkpointDir.empty()) {
     store = std::make_unique<CheckpointStore>(
         opt.checkpointDir, opt.keepCheckpoints, config.modelSha256,
@@ -738,7 +762,8 @@ int runTraining(int argc, char **argv) {
   // ZeRO and tensor parallelism: every rank's blocks of the sharded or
   // split parameters and state, gathered into whole tensors (every rank
   // takes part, in the configs' name order).
-  const bool splitParams = !config.sharded.empty() || !config.split.empty();
+  const bool splitParams =
+      !config.sharded.empty() || !config.split.empty() || config.pp > 1;
   // Every rank's block of parameter `name`, in rank order.
   auto gatherBlocks = [&](const std::string &name, rt::HostTensor &block) {
     std::string err;
@@ -757,6 +782,9 @@ int runTraining(int argc, char **argv) {
   const bool zeroOnMesh = !config.sharded.empty() && config.meshBeyondDp();
   auto gatherSharded = [&]() {
     std::map<std::string, rt::HostTensor> whole;
+    // A pipeline: every stage's parameters, from its first rank to rank 0.
+    if (config.pp > 1)
+      gatherStages(world, *program, config, whole);
     rt::HostTensor block;
     for (const auto &[name, spec] : config.split) {
       if (config.sharded.count(name))
@@ -928,6 +956,9 @@ int runTraining(int argc, char **argv) {
         program->captureGradients(&capturedGrads);
       if (!program->run(inputs, outputs, err))
         fail("step " + std::to_string(s) + ": " + err);
+      // A pipeline stage's sends of this step, all received.
+      if (config.pp > 1)
+        collectives.flushSends();
       double loss = scalarValue(outputs[lossOut]);
       StepRecord rec;
       rec.step = s;

@@ -42,11 +42,14 @@ void blockPlace(const SplitSpec &spec, const MeshPosition &pos,
 } // namespace
 
 MeshPosition meshPositionOf(const Config &config, int rank) {
-  // dp outermost, then ep, tp fastest (ep and tp are not both above 1).
-  const int64_t inner = config.ep * config.tp;
-  return {{"dp", rank / inner, config.dp},
-          {"ep", (rank / config.tp) % config.ep, config.ep},
-          {"tp", rank % config.tp, config.tp}};
+  // pp outermost, then dp, then ep, tp fastest (ep and tp are not both
+  // above 1). pp comes last in the list: entries 0-2 are the stage's axes.
+  const int64_t inner = config.ep * config.tp, stage = config.stageRanks();
+  const int64_t r = rank % stage;
+  return {{"dp", r / inner, config.dp},
+          {"ep", (r / config.tp) % config.ep, config.ep},
+          {"tp", r % config.tp, config.tp},
+          {"pp", rank / stage, config.pp}};
 }
 
 rt::HostTensor blockOfWhole(const rt::HostTensor &whole, const SplitSpec &spec,

@@ -378,7 +378,7 @@ def main():
              "gives 1 dimensions to argument 'fc1.weight'", "the wrong number of dimensions"),
             (["--shard", "fc1.weight=tp,-"], "it needs --mesh tp=M (or dp=N,tp=M) with M > 1",
              "--shard without a tp axis"),
-            (["--mesh", "tp=2,pp=2"], "mesh axes are dp (data parallelism), tp", "an unknown mesh axis"),
+            (["--mesh", "tp=2,xp=2"], "mesh axes are pp (pipeline stages), dp (data", "an unknown mesh axis"),
             (["--mesh", "tp=2", "--shard", "fc1.weight=tp,-", "--shard", "fc.*weight=-,tp"],
              "'fc1.weight' and 'fc.*weight' both match argument 'fc1.weight' and shard it "
              "differently", "conflicting annotations, naming both"),

@@ -1,7 +1,7 @@
 //===- kiln-compile.cpp - ONNX model to training executable -----*- C++ -*-===//
 // SPDX-License-Identifier: Apache-2.0
 //
-//   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan]
+//   kiln-compile MODEL.onnx -o OUT [--target cpu] [--emit exe|mlir|plan|schedule]
 //     [--batch-size N] [--mesh dp=N [--grad-compression none|bf16|fp16|int8] [--bucket-mb F] [--zero 0|1|2|3] [--sync-batchnorm]] [--loss cross-entropy|mse|output] [--logits NAME]
 //     [--labels NAME] [--soft-labels] [--loss-output NAME]
 //     [--optimizer sgd|momentum|adam|adamw] [--lr F] [--momentum F]
@@ -22,6 +22,7 @@
 #include "kiln/Pipeline/Pipelines.h"
 #include "kiln/runtime/InputFile.h"
 #include "kiln/runtime/FileIO.h"
+#include "kiln/runtime/PipelineSchedule.h"
 #include "kiln/runtime/TrainPayload.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h"
@@ -82,9 +83,11 @@ cl::opt<std::string> target("target",
                             cl::value_desc("cpu"), cl::init("cpu"),
                             cl::cat(kilnCategory));
 cl::opt<std::string> emit("emit",
-                          cl::desc("exe (default), mlir (@train_step in kiln) "
-                                   "or plan (the @train_step plan)"),
-                          cl::value_desc("exe|mlir|plan"), cl::init("exe"),
+                          cl::desc("exe (default), mlir (@train_step in kiln), "
+                                   "plan (the @train_step plan) or schedule "
+                                   "(with --mesh pp=S: each pipeline rank's "
+                                   "instruction list)"),
+                          cl::value_desc("exe|mlir|plan|schedule"), cl::init("exe"),
                           cl::cat(kilnCategory));
 cl::opt<long long, false, IntParser> batchSize(
     "batch-size",
@@ -103,6 +106,28 @@ cl::opt<std::string> mesh("mesh",
                                    "weights by expert over E ranks that are "
                                    "data-parallel elsewhere (dp=N,ep=E)"),
                           cl::value_desc("dp=N[,tp=M|,ep=E]"), cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser> microbatches(
+    "microbatches",
+    cl::desc("forward and backward run on M microbatches of batch-size / M "
+             "samples each step, the gradients accumulated (with --mesh "
+             "pp=S: what the pipeline stages pass along)"),
+    cl::value_desc("M"), cl::init(1), IntRange{1, 4096, ""},
+    cl::cat(kilnCategory));
+cl::opt<std::string> pipelineSchedule(
+    "schedule",
+    cl::desc("with --mesh pp=S: the pipeline schedule, gpipe, 1f1b (default), "
+             "interleaved (with --virtual-stages V) or zb (zero bubble, ZB-H1)"),
+    cl::value_desc("gpipe|1f1b|interleaved|zb"), cl::init("1f1b"),
+    cl::cat(kilnCategory));
+cl::opt<long long, false, IntParser> virtualStages(
+    "virtual-stages",
+    cl::desc("with --schedule interleaved: model chunks per pipeline rank"),
+    cl::value_desc("V"), cl::init(1), IntRange{1, 64, ""}, cl::cat(kilnCategory));
+cl::list<std::string> stageBoundaries(
+    "stage-boundaries",
+    cl::desc("with --mesh pp=S: the ONNX values where stages 1..S-1 start "
+             "(comma-separated, in order); default: stages balanced by cost"),
+    cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(kilnCategory));
 cl::opt<std::string> tpStrategy(
     "tp",
     cl::desc("tensor-parallel strategy with --mesh ...,tp=M: megatron finds "
@@ -343,12 +368,14 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     for (llvm::StringRef a : axes) {
       auto [axis, value] = tool::splitNameValue("--mesh", a.trim().str(),
                                                 "dp=N[,tp=M|,ep=E]");
-      if (axis != "dp" && axis != "tp" && axis != "ep")
-        die("--mesh: mesh axes are dp (data parallelism), tp (tensor "
-            "parallelism) and ep (expert parallelism), got '" + axis + "'");
+      if (axis != "dp" && axis != "tp" && axis != "ep" && axis != "pp")
+        die("--mesh: mesh axes are pp (pipeline stages), dp (data "
+            "parallelism), tp (tensor parallelism) and ep (expert "
+            "parallelism), got '" + axis + "'");
       if (!seen.insert(axis).second)
         die("--mesh: axis " + axis + " appears twice");
-      (axis == "dp" ? opts.dp : axis == "tp" ? opts.tp : opts.ep) =
+      (axis == "dp" ? opts.dp : axis == "tp" ? opts.tp
+                              : axis == "ep" ? opts.ep : opts.pp) =
           tool::parseInt("--mesh " + axis, value, 1, int64_t(1) << 20);
     }
     if (opts.ep > 1 && opts.tp > 1)
@@ -361,7 +388,7 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
       die("--batch-size " + std::to_string((long long)batchSize) +
           " does not divide over the " + std::to_string(opts.dp * opts.ep) +
           " ranks of --mesh " + mesh);
-    if (opts.dp * opts.tp * opts.ep > (int64_t(1) << 20))
+    if (opts.pp * opts.dp * opts.tp * opts.ep > (int64_t(1) << 20))
       die("--mesh " + mesh + ": more than 2^20 ranks");
     if (opts.dp > 1 && !batchSize.getNumOccurrences())
       die("--mesh dp=" + std::to_string(opts.dp) +
@@ -371,6 +398,35 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
           " does not divide over --mesh dp=" + std::to_string(opts.dp) +
           " ranks");
   }
+  opts.microbatches = microbatches;
+  if (opts.microbatches > 1 && !batchSize.getNumOccurrences())
+    die("--microbatches " + std::to_string(opts.microbatches) +
+        " needs --batch-size (the global batch, split into microbatches)");
+  {
+    const int64_t dataRanks = opts.dp * opts.ep;
+    if (opts.microbatches > 1 && batchSize % (opts.microbatches * dataRanks))
+      die("--microbatches " + std::to_string(opts.microbatches) +
+          " does not divide the batch: --batch-size " +
+          std::to_string((long long)batchSize) + " must be a multiple of " +
+          std::to_string(opts.microbatches * dataRanks) +
+          (dataRanks > 1 ? " (microbatches x data-parallel ranks)"
+                         : " (the microbatches)"));
+  }
+  if (pipelineSchedule.getNumOccurrences() && opts.pp < 2)
+    die("--schedule orders a pipeline's stages: it needs --mesh pp=S with S > 1");
+  if (pipelineSchedule != "gpipe" && pipelineSchedule != "1f1b" &&
+      pipelineSchedule != "interleaved" && pipelineSchedule != "zb")
+    die("--schedule must be gpipe, 1f1b, interleaved or zb, got '" +
+        pipelineSchedule + "'");
+  opts.pipelineSchedule = pipelineSchedule;
+  if (virtualStages > 1 && opts.pipelineSchedule != "interleaved")
+    die("--virtual-stages " + std::to_string((long long)virtualStages) +
+        " needs --schedule interleaved");
+  opts.virtualStages = virtualStages;
+  if (!stageBoundaries.empty() && opts.pp < 2)
+    die("--stage-boundaries cut the model into pipeline stages: it needs "
+        "--mesh pp=S with S > 1");
+  opts.stageBoundaries.assign(stageBoundaries.begin(), stageBoundaries.end());
   for (const std::string &a : shardSpecs) {
     if (a.find(';') != std::string::npos || a.find('=') == std::string::npos)
       die("--shard '" + a + "' is not REGEX=SPEC (SPEC: one entry per "
@@ -538,8 +594,12 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     die("--target cuda: this build has no CUDA runtime (cpu only)");
   if (target != "cpu")
     die("--target must be cpu or cuda, got '" + target + "'");
-  if (emitKind != "exe" && emitKind != "mlir" && emitKind != "plan")
-    die("--emit must be exe, mlir or plan, got '" + emitKind + "'");
+  if (emitKind != "exe" && emitKind != "mlir" && emitKind != "plan" &&
+      emitKind != "schedule")
+    die("--emit must be exe, mlir, plan or schedule, got '" + emitKind + "'");
+  if (emitKind == "schedule" && opts.pp < 2)
+    die("--emit schedule prints a pipeline's instruction lists: it needs "
+        "--mesh pp=S with S > 1");
   if (!symbolizeLossKind(opts.loss))
     die("--loss must be cross-entropy, mse or output, got '" + opts.loss + "'");
   if (opts.softLabels && opts.loss != "cross-entropy")
@@ -620,6 +680,18 @@ int main(int argc, char **argv) {
           "' is missing (build the kiln-train target, or set KILN_TRAIN_RUNTIME)");
   }
 
+  if (emit == "schedule") {
+    // The instruction lists a compile orders each stage's program by; they
+    // depend on S, M and V alone, so the model is not compiled.
+    rt::PipelineScheduleKind kind;
+    rt::PipelineSchedule schedule;
+    if (!rt::parsePipelineSchedule(opts.pipelineSchedule, kind) ||
+        !rt::buildPipelineSchedule(kind, (int)opts.pp, (int)opts.microbatches,
+                                   (int)opts.virtualStages, schedule, err))
+      die(err);
+    writeAtomically(out, schedule.describe(), false);
+    return 0;
+  }
   auto t0 = std::chrono::steady_clock::now();
   TrainCompileResult r;
   if (!compileONNXToTraining(model, opts, r))

@@ -70,6 +70,20 @@ struct TrainCompileOptions {
   /// each on batchSize / (dp ep) samples, and --kiln-expert-parallel splits
   /// the stacked expert weights by expert over ep.
   int64_t ep = 1;
+  /// Microbatches per step (--microbatches M): forward and backward run
+  /// once per microbatch of batchSize / M samples and the gradients
+  /// accumulate (--kiln-microbatch); with pp > 1 they are what the
+  /// pipeline's stages pass along.
+  int64_t microbatches = 1;
+  /// Pipeline stages (--mesh pp=S), the outermost mesh axis.
+  int64_t pp = 1;
+  /// With pp > 1: gpipe, 1f1b, interleaved or zb (--schedule), and the
+  /// model chunks per rank of the interleaved schedule (--virtual-stages).
+  std::string pipelineSchedule = "1f1b";
+  int64_t virtualStages = 1;
+  /// With pp > 1: the ONNX values the stages start at (--stage-boundaries,
+  /// S - 1 names in order); empty: balanced by the ops' cost.
+  std::vector<std::string> stageBoundaries;
   /// User shardings (--shard REGEX=SPEC, one per entry): the parameters
   /// (or inputs) whose ONNX name matches REGEX are held as SPEC, one entry
   /// per dimension, `tp` or `-` (whole).

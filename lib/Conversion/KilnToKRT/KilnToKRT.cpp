@@ -314,6 +314,11 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
         return failure();
       continue;
     }
+    if (isa<kiln::dist::SendOp, kiln::dist::RecvOp>(op)) {
+      if (failed(checkTypes(&op)))
+        return failure();
+      continue;
+    }
     if (!isa<kiln::KilnDialect>(op.getDialect()))
       return op.emitOpError()
              << "cannot be lowered to the runtime: only kiln ops have "
@@ -399,6 +404,31 @@ LogicalResult KilnLowerToRuntimePass::lower(func::FuncOp func) {
                                   ValueRange{map.lookupOrDefault(wait.getBucket())},
                                   outs, *collectiveParams(&op),
                                   /*inPlace=*/outs.size() == 1, /*stream=*/0, /*flops=*/IntegerAttr());
+      ++numLaunches;
+      continue;
+    }
+    // A pipeline's point to point: the kernels name the axis, the peer
+    // and the tag.
+    if (isa<kiln::dist::SendOp, kiln::dist::RecvOp>(op)) {
+      NamedAttrList params;
+      for (StringRef n : {"axis", "peer", "tag"})
+        params.push_back(b.getNamedAttr(n, op.getAttr(n)));
+      DictionaryAttr dict = params.getDictionary(op.getContext());
+      if (auto send = dyn_cast<kiln::dist::SendOp>(op)) {
+        kiln::krt::LaunchOp::create(b, loc, "send",
+                                    ValueRange{map.lookupOrDefault(send.getInput())},
+                                    ValueRange{}, dict, /*inPlace=*/false,
+                                    /*stream=*/0, /*flops=*/IntegerAttr());
+      } else {
+        auto recv = cast<kiln::dist::RecvOp>(op);
+        auto alloc = kiln::krt::AllocOp::create(
+            b, loc, bufferType(recv.getType()), IntegerAttr());
+        map.map(recv.getResult(), alloc.getResult());
+        kiln::krt::LaunchOp::create(b, loc, "recv", ValueRange{},
+                                    ValueRange{alloc.getResult()}, dict,
+                                    /*inPlace=*/false, /*stream=*/0,
+                                    /*flops=*/IntegerAttr());
+      }
       ++numLaunches;
       continue;
     }

@@ -33,7 +33,9 @@ rt::HostTensor counting(const std::vector<int64_t> &shape) {
 TEST(TensorSplit, MeshPositionIsRowMajorWithTpFastest) {
   Config c = mesh(2, 3);
   MeshPosition p = meshPositionOf(c, 4);
-  ASSERT_EQ(p.size(), 3u);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[3].axis, "pp");
+  EXPECT_EQ(p[3].size, 1);
   EXPECT_EQ(p[0].axis, "dp");
   EXPECT_EQ(p[0].index, 1);
   EXPECT_EQ(p[1].axis, "ep");
@@ -41,6 +43,12 @@ TEST(TensorSplit, MeshPositionIsRowMajorWithTpFastest) {
   EXPECT_EQ(p[2].axis, "tp");
   EXPECT_EQ(p[2].index, 1);
   EXPECT_EQ(p[2].size, 3);
+  // pp outermost: rank 4 of pp=2 x dp=2 is stage 1's first rank.
+  Config pc = mesh(2, 1);
+  pc.pp = 2;
+  MeshPosition pq = meshPositionOf(pc, 3);
+  EXPECT_EQ(pq[3].index, 1);
+  EXPECT_EQ(pq[0].index, 1);
   // dp x ep: ep inside dp, as tp is.
   Config e;
   e.dp = 2;

@@ -115,3 +115,32 @@ LogicalResult AllReduceWaitOp::verify() {
     return emitOpError() << "a bucket is waited for once";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Point to point (pipeline stages)
+//===----------------------------------------------------------------------===//
+
+/// A peer and a tag the communicator can name (MPI guarantees tags up to
+/// 32767).
+static LogicalResult verifyPeer(Operation *op, StringRef axis, int64_t peer,
+                                int64_t tag) {
+  if (axis.empty())
+    return op->emitOpError() << "names no mesh axis";
+  if (peer < 0 || peer >= (int64_t(1) << 20))
+    return op->emitOpError() << "peer " << peer << " is not a rank index";
+  if (tag < 0 || tag > 32767)
+    return op->emitOpError() << "tag " << tag << " is outside [0, 32767]";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  if (!cast<RankedTensorType>(getInput().getType()).hasStaticShape())
+    return emitOpError() << "sends a statically shaped tensor only";
+  return verifyPeer(*this, getAxis(), getPeer(), getTag());
+}
+
+LogicalResult RecvOp::verify() {
+  if (!cast<RankedTensorType>(getResult().getType()).hasStaticShape())
+    return emitOpError() << "receives a statically shaped tensor only";
+  return verifyPeer(*this, getAxis(), getPeer(), getTag());
+}

@@ -354,6 +354,19 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (name == getStageAttrName() || name == getMicrobatchAttrName()) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError() << name << " must be an integer >= 0, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == getBackwardAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << name << " is a unit attribute, got "
+                             << attr.getValue();
+    return success();
+  }
   if (name == getAxisNamesAttrName()) {
     auto grid = dyn_cast<shard::GridOp>(op);
     if (!grid)

@@ -75,6 +75,8 @@ LogicalResult kiln::buildGradients(OpBuilder &b, ArrayRef<Operation *> ops,
              << describe(op) << ")";
     SmallVector<Value> og;
     b.setInsertionPoint(block, at);
+    // The ops built for this VJP lie between `before` and `at`.
+    Operation *before = at == block->begin() ? nullptr : &*std::prev(at);
     if (failed(d.buildVJP(b, rg, og)))
       return failure();
     if (og.size() != op->getNumOperands())
@@ -92,6 +94,14 @@ LogicalResult kiln::buildGradients(OpBuilder &b, ArrayRef<Operation *> ops,
       Value &sum = acc[v];
       sum = sum ? AddOp::create(b, op->getLoc(), sum, g).getResult() : g;
     }
+    // A pipeline stage's op: its backward runs on the same stage.
+    if (auto stage = op->getAttr(KilnDialect::getStageAttrName()))
+      for (Block::iterator i = before ? std::next(before->getIterator())
+                                      : block->begin();
+           i != at; ++i) {
+        i->setAttr(KilnDialect::getStageAttrName(), stage);
+        i->setAttr(KilnDialect::getBackwardAttrName(), b.getUnitAttr());
+      }
   }
   b.setInsertionPoint(block, at);
   grads.clear();

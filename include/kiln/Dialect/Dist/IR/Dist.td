@@ -112,4 +112,46 @@ def Dist_AllReduceWaitOp : Dist_Op<"all_reduce_wait"> {
   }];
 }
 
+def Dist_SendOp : Dist_Op<"send"> {
+  let summary = "sends a tensor to another pipeline stage";
+  let description = [{
+    Sends `input` to member `peer` of this rank's group along mesh axis
+    `axis` (the pipeline's `pp`), matched by the `dist.recv` with the same
+    `tag` in the peer's program. It returns at once: the communicator
+    keeps a copy until the peer has received it, so a send never waits for
+    its receiver and the ops after it compute meanwhile.
+    `--kiln-pipeline` builds the sends and receives of each stage's
+    program; `--kiln-lower-to-runtime` lowers them to the runtime kernels
+    `send` and `recv`.
+
+    ```mlir
+    dist.send %h to 1 on "pp" tag 3 : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$peer,
+                   I64Attr:$tag);
+  let assemblyFormat = [{
+    $input `to` $peer `on` $axis `tag` $tag attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_RecvOp : Dist_Op<"recv"> {
+  let summary = "receives a tensor from another pipeline stage";
+  let description = [{
+    Waits for the tensor member `peer` of this rank's group along `axis`
+    sends with `tag` (its `dist.send`), of the result's type.
+
+    ```mlir
+    %h = dist.recv from 0 on "pp" tag 3 : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `from` $peer `on` $axis `tag` $tag attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KILN_DIALECT_DIST_IR_DIST_TD

@@ -41,4 +41,41 @@ def KilnBucketAllReducePass : Pass<"kiln-bucket-all-reduce", "mlir::func::FuncOp
   let dependentDialects = ["kiln::dist::DistDialect"];
 }
 
+def KilnPipelinePass : Pass<"kiln-pipeline", "mlir::ModuleOp"> {
+  let summary = "Pipeline parallelism: @train_step split into one program per stage rank";
+  let description = [{
+    The last kiln-level pass: splits @train_step, whose ops carry
+    `kiln.stage` (--kiln-pipeline-stages, inherited by their VJPs) and
+    `kiln.microbatch` (--kiln-microbatch), into `@train_step_pp<r>`, the
+    program of pipeline rank r (model stage c * S + r is chunk c of rank r
+    under the interleaved schedule, rank c otherwise). An op without a
+    stage (the optimizer's, the partition's collectives, a folded op) runs
+    on the stage of the values it reads; ops that read only constants and
+    per-step scalars are copied where they are used, and an op reading
+    values of two stages is an error naming it. A value one rank computes
+    and another reads becomes a `dist.send` after its producer and a
+    `dist.recv` in the reader (the activations forward, their gradients
+    backward), each pair with its own tag; the loss goes from the last
+    stage to every other, so that every rank returns it. Each program's
+    ops are then ordered by the schedule's instruction list for its rank
+    (kiln/runtime/PipelineSchedule.h): the ops that read no microbatch
+    first, then the forward and backward of each microbatch and chunk in
+    the schedule's order (zb: a microbatch's backward split into the part
+    that computes the gradients sent to the previous stage and the weight
+    gradients after it), then the accumulated gradients' reduction and
+    the optimizer. Results and arguments a program does not use are
+    dropped.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2", "pipeline ranks (S)">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "microbatches per step (M), as --kiln-microbatch split them">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "model chunks per rank (interleaved)">,
+  ];
+  let dependentDialects = ["kiln::dist::DistDialect"];
+}
+
 #endif // KILN_DIALECT_DIST_TRANSFORMS_PASSES_TD

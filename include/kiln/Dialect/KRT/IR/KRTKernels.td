@@ -103,6 +103,22 @@ def KRT_AllToAllKernel : KRT_Kernel<"all_to_all"> {
   let results = (outs AnyType:$output);
 }
 
+def KRT_SendKernel : KRT_Kernel<"send"> {
+  let summary = "sends the input to member `peer` of this rank's group along "
+                "mesh axis `axis` with `tag`, without waiting for the "
+                "receiver (the communicator keeps a copy). Lowered from "
+                "dist.send";
+  let arguments = (ins AnyType:$input, StrAttr:$axis, I64Attr:$peer,
+                   I64Attr:$tag);
+}
+
+def KRT_RecvKernel : KRT_Kernel<"recv"> {
+  let summary = "waits for the tensor member `peer` of this rank's group "
+                "along `axis` sends with `tag`. Lowered from dist.recv";
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyType:$output);
+}
+
 def KRT_AllSliceKernel : KRT_Kernel<"all_slice"> {
   let summary = "this rank's block, along dimension `dim`, of an input every "
                 "rank of mesh axis `axis` holds alike (no communication). "

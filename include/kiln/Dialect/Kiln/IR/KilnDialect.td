@@ -137,6 +137,21 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getZeroGatherAttrName() {
       return ::llvm::StringLiteral("kiln.zero_gather");
     }
+    /// On an op (--kiln-pipeline-stages; the ops the gradient sweep builds
+    /// for an op's VJP inherit it): the pipeline stage that runs it, i64.
+    static constexpr ::llvm::StringLiteral getStageAttrName() {
+      return ::llvm::StringLiteral("kiln.stage");
+    }
+    /// On an op (--kiln-microbatch): the microbatch whose copy of the step
+    /// it computes, i64.
+    static constexpr ::llvm::StringLiteral getMicrobatchAttrName() {
+      return ::llvm::StringLiteral("kiln.microbatch");
+    }
+    /// On an op: built by the gradient sweep for a staged op's VJP (the
+    /// backward part of its stage). Unit.
+    static constexpr ::llvm::StringLiteral getBackwardAttrName() {
+      return ::llvm::StringLiteral("kiln.backward");
+    }
   }];
 }
 

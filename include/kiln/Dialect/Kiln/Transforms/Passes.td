@@ -387,6 +387,61 @@ def KilnDataParallelPass : Pass<"kiln-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def KilnMicrobatchPass : Pass<"kiln-microbatch", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: @train_step over M microbatches";
+  let description = [{
+    On @train_step after `--kiln-autodiff` (the loss, the gradients
+    `kiln.grad_of` and the state updates `kiln.update` are its results) and
+    before `--kiln-data-parallel`: the step computes forward and backward
+    once per microbatch and returns the microbatches' mean loss and mean
+    gradients, what the whole batch's mean loss gives up to the summation
+    order. The step comes built for one microbatch (kiln-compile imports
+    the model at batch-size / M); its data inputs become M times as long.
+    Microbatch m is the rows `m, m + M, m + 2M, ...` of every data
+    input (a reshape `[B, ...] -> [B/M, M, ...]` and a slice of dimension
+    1), so that the batch split over dp stays a split of dimension 0 and
+    each rank's microbatch m is its share of the global microbatch m.
+    Each copy of an op is tagged `kiln.microbatch = m`; ops that read no
+    data and no state (weights' transposes, constants) are computed once
+    and shared. State (BatchNorm's running statistics) threads through
+    the copies in order: microbatch m + 1 reads what m wrote, as PyTorch's
+    gradient accumulation does, and the step returns the last; BatchNorm's
+    batch statistics are each microbatch's own. A loss averaged over valid
+    labels (`ignore_index`) is averaged per microbatch, then over them.
+    With `microbatches` = 1 it does nothing.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "microbatches per step (M)">,
+  ];
+}
+
+def KilnPipelineStagesPass : Pass<"kiln-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Pipeline stages: @forward's ops cut into S cost-balanced stages";
+  let description = [{
+    On @forward (before `--kiln-autodiff`, whose gradient sweep gives each
+    op's VJP the op's stage): tags every op `kiln.stage = s`, the stages
+    contiguous runs of the ops in order. Without `boundaries` the cut
+    balances the estimated time per stage, each op's `CostOpInterface`
+    FLOPs and bytes at a nominal rate (`flops-per-byte` FLOPs take as long
+    as one byte moved): it first finds the smallest possible time of the
+    slowest stage, then, among the cuts within 5% of it, the one whose
+    activations crossing stage boundaries have the fewest bytes.
+    `boundaries` (the ONNX value names where stages 1..S-1 start, kept by
+    the import's value names) pins the cuts instead; each must be the only
+    batch-dependent value crossing its cut. A parameter read in two stages
+    (tied weights) is an error, and so is a model with fewer costed ops
+    than stages. `kiln-compile --mesh pp=S` runs it.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2", "pipeline stages (S)">,
+    ListOption<"boundaries", "boundaries", "std::string",
+               "ONNX values where stages 1..S-1 start (default: balanced)">,
+    Option<"flopsPerByte", "flops-per-byte", "double", "2.5",
+           "the machine balance the cost model assumes">,
+  ];
+}
+
 def KilnExpandBatchNormPass : Pass<"kiln-expand-batch-norm", "mlir::ModuleOp"> {
   let summary = "Expands training BatchNorm into reductions and elementwise ops";
   let description = [{

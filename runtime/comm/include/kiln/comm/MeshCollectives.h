@@ -15,6 +15,8 @@
 #include "kiln/runtime/Trace.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <list>
 #include <map>
 #include <tuple>
 #include <memory>
@@ -177,7 +179,59 @@ public:
     waited("broadcast", t0, t1);
   }
 
+  /// A pipeline stage's send: a copy of buf goes to the communicator, so
+  /// the caller's buffer is free at once and the send progresses while it
+  /// computes. Sends that have completed are released here.
+  void send(const std::string &axis, int peer, int tag, const void *buf,
+            size_t count, rt::DType dtype) override {
+    reapSends(/*all=*/false);
+    const size_t bytes = count * rt::dtypeSize(dtype);
+    Outgoing o;
+    o.data.reset(new char[bytes ? bytes : 1]);
+    if (bytes)
+      std::memcpy(o.data.get(), buf, bytes);
+    o.started = Clock::now();
+    o.axis = axis;
+    o.count = count;
+    o.dtype = dtype;
+    o.handle = get(axis).send(o.data.get(), count, dtype, peer, tag);
+    sends_.push_back(std::move(o));
+  }
+
+  void recv(const std::string &axis, int peer, int tag, void *buf, size_t count,
+            rt::DType dtype) override {
+    auto t0 = Clock::now();
+    get(axis).recv(buf, count, dtype, peer, tag).wait();
+    auto t1 = Clock::now();
+    note("recv", axis, count, dtype, t0, t1);
+    waited("recv", t0, t1);
+  }
+
+  void flushSends() override { reapSends(/*all=*/true); }
+
 private:
+  struct Outgoing {
+    Handle handle;
+    std::unique_ptr<char[]> data; // what the send reads until it completes
+    Clock::time_point started;
+    std::string axis;
+    size_t count = 0;
+    rt::DType dtype = rt::DType::F32;
+  };
+  /// Releases the sends that have completed (all: waits for every one).
+  void reapSends(bool all) {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      if (all)
+        it->handle.wait();
+      else if (!it->handle.done()) {
+        ++it;
+        continue;
+      }
+      note("send", it->axis, it->count, it->dtype, it->started,
+           it->handle.finishedAt());
+      it = sends_.erase(it);
+    }
+  }
   struct InFlight {
     Handle handle;
     Clock::time_point started;
@@ -214,6 +268,7 @@ private:
   }
   std::map<std::string, Communicator *> axes_;
   std::map<void *, InFlight> inflight_; // buckets started, not yet waited for
+  std::list<Outgoing> sends_;           // point-to-point sends in flight
   std::map<std::pair<std::string, std::string>, std::unique_ptr<CompressedAllReducer>>
       reducers_;
   rt::TraceRecorder *trace_ = nullptr;

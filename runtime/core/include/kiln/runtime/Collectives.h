@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // A plan's collective kernels (`all_reduce`, `mesh_broadcast`: upstream shard
-// ops; `all_reduce_start` and `all_reduce_wait`: a dist bucket)
+// ops; `all_reduce_start` and `all_reduce_wait`: a dist bucket; `send` and
+// `recv`: a pipeline's point to point)
 // reach the ranks through this interface, set on the Program
 // (Program::setCollectives) and seen by kernels in ExecContext. The runtime
 // core stays free of MPI: runtime/comm implements it over its Communicator
@@ -73,6 +74,20 @@ public:
   /// every member's buf. Blocks until done. Throws Error.
   virtual void broadcast(const std::string &axis, void *buf, size_t count,
                          DType dtype, int root) = 0;
+  /// Sends buf (count elements of dtype) to member `peer` of the group of
+  /// `axis`, matched by the peer's recv with the same `tag`, and returns at
+  /// once: buf may be overwritten as soon as this returns (a pipeline
+  /// stage's send never waits for its receiver). Every send completes by
+  /// flushSends(). Throws Error.
+  virtual void send(const std::string &axis, int peer, int tag, const void *buf,
+                    size_t count, DType dtype) = 0;
+  /// Blocks until the tensor member `peer` of the group of `axis` sends with
+  /// `tag` has arrived in buf (count elements of dtype). Throws Error (a
+  /// timed-out or dead peer).
+  virtual void recv(const std::string &axis, int peer, int tag, void *buf,
+                    size_t count, DType dtype) = 0;
+  /// Blocks until every send started has been received. Throws Error.
+  virtual void flushSends() {}
 };
 
 } // namespace kiln::rt

@@ -80,6 +80,10 @@ enum class JsonType { String, Integer, Number, Boolean, Array, Object };
   X(MeshSharded, Mesh, "sharded", Object, false, false, nullptr)               \
   X(MeshTp, Mesh, "tp", Integer, false, false, 1)                              \
   X(MeshEp, Mesh, "ep", Integer, false, false, 1)                              \
+  X(MeshPp, Mesh, "pp", Integer, false, false, 1)                              \
+  X(MeshMicrobatches, Mesh, "microbatches", Integer, false, false, 1)          \
+  X(MeshSchedule, Mesh, "schedule", String, false, false, "1f1b")              \
+  X(MeshVirtualStages, Mesh, "virtual_stages", Integer, false, false, 1)       \
   X(MeshSplit, Mesh, "split", Object, false, false, nullptr)                   \
   X(MeshSplitShape, MeshSplit, "shape", Array, true, false, nullptr)           \
   X(MeshSplitDims, MeshSplit, "dims", Array, true, false, nullptr)             \

@@ -137,6 +137,82 @@ inline bool parseTrainPayload(const void *data, size_t size,
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// A pipeline's plans
+//===----------------------------------------------------------------------===//
+//
+// With --mesh pp=S the payload's plan part holds one plan per pipeline
+// stage: "KILNPIPE", a u64 LE count S, then S pairs of u64 LE (offset, size)
+// from the start of the part, then the plans, each at a multiple of 64
+// bytes. Rank r runs plan (r's pp index).
+
+constexpr char kPipelinePlansMagic[8] = {'K', 'I', 'L', 'N', 'P', 'I', 'P', 'E'};
+
+/// Whether `part` (a payload's plan part) holds a pipeline's plans.
+inline bool isPipelinePlans(std::string_view part) {
+  return part.size() >= 8 && std::memcmp(part.data(), kPipelinePlansMagic, 8) == 0;
+}
+
+/// The plan part of S stage plans.
+inline std::string pipelinePlans(const std::string *plans, size_t count) {
+  auto putU64 = [](std::string &out, size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      out[at + i] = char((v >> (8 * i)) & 0xff);
+  };
+  std::string out(kPipelinePlansMagic, 8);
+  out.resize(16 + 16 * count, '\0');
+  putU64(out, 8, count);
+  for (size_t k = 0; k < count; ++k) {
+    while (out.size() % kTrainPartAlignment)
+      out.push_back('\0');
+    putU64(out, 16 + 16 * k, out.size());
+    putU64(out, 24 + 16 * k, plans[k].size());
+    out.append(plans[k]);
+  }
+  return out;
+}
+
+/// Plan `index` of a pipeline's plan part, bounds-checked: false and `err`
+/// on a damaged part or an index beyond its count (`count` is set when the
+/// header is readable).
+inline bool pipelinePlan(std::string_view part, uint64_t index,
+                         std::string_view &plan, uint64_t &count,
+                         std::string &err) {
+  auto getU64 = [&](size_t at) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= uint64_t(static_cast<unsigned char>(part[at + i])) << (8 * i);
+    return v;
+  };
+  count = 0;
+  if (!isPipelinePlans(part) || part.size() < 16) {
+    err = "the plan part does not hold a pipeline's plans";
+    return false;
+  }
+  count = getU64(8);
+  if (count == 0 || count > (uint64_t(1) << 20) ||
+      16 + 16 * count > part.size()) {
+    err = "the pipeline's plan table (" + std::to_string(count) +
+          " plans) does not fit in its " + std::to_string(part.size()) +
+          "-byte part";
+    return false;
+  }
+  if (index >= count) {
+    err = "pipeline stage " + std::to_string(index) + " has no plan (the "
+          "payload holds " + std::to_string(count) + ")";
+    return false;
+  }
+  const uint64_t off = getU64(16 + 16 * index), n = getU64(24 + 16 * index);
+  if (off > part.size() || n > part.size() - off || n == 0) {
+    err = "the plan of pipeline stage " + std::to_string(index) + " [" +
+          std::to_string(off) + ", +" + std::to_string(n) +
+          ") lies outside its " + std::to_string(part.size()) + "-byte part";
+    return false;
+  }
+  plan = part.substr(off, n);
+  return true;
+}
+
 } // namespace kiln::rt
 
 #endif // KILN_RUNTIME_TRAINPAYLOAD_H

@@ -1,0 +1,126 @@
+//===- PipelineStages.cpp - a pipeline run's parameters on rank 0 --------===//
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+#include "PipelineStages.h"
+
+#include "Util.h"
+
+#include "kiln/runtime/DType.h"
+
+#include <cstring>
+
+namespace kiln::train {
+
+namespace {
+constexpr int kSizeTag = 29001, kBytesTag = 29002;
+
+void putU64(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char((v >> (8 * i)) & 0xff));
+}
+} // namespace
+
+// Per tensor: u64 name length, the name, u64 dtype name length, the dtype
+// name, u64 rank, rank x i64 dims, u64 byte count, the bytes.
+std::string packTensors(const rt::Program &program) {
+  std::string out;
+  std::string err;
+  for (const std::string &name : program.paramNames()) {
+    rt::HostTensor t;
+    if (!program.getParam(name, t, err))
+      fail("pipeline: " + err);
+    const char *dt = rt::dtypeName(t.dtype());
+    putU64(out, name.size());
+    out += name;
+    putU64(out, std::strlen(dt));
+    out += dt;
+    putU64(out, t.shape().size());
+    for (int64_t d : t.shape())
+      putU64(out, (uint64_t)d);
+    putU64(out, t.bytes());
+    out.append(static_cast<const char *>(t.data()), t.bytes());
+  }
+  return out;
+}
+
+bool unpackTensors(const std::string &bytes,
+                   std::map<std::string, rt::HostTensor> &out, std::string &err) {
+  size_t at = 0;
+  auto u64 = [&](uint64_t &v) {
+    if (bytes.size() - at < 8)
+      return false;
+    v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= uint64_t(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+    at += 8;
+    return true;
+  };
+  auto str = [&](std::string &s) {
+    uint64_t n;
+    if (!u64(n) || n > bytes.size() - at)
+      return false;
+    s.assign(bytes, at, n);
+    at += n;
+    return true;
+  };
+  while (at < bytes.size()) {
+    std::string name, dt;
+    uint64_t rank, n;
+    rt::DType dtype;
+    if (!str(name) || !str(dt) || !rt::parseDType(dt, dtype) || !u64(rank) ||
+        rank > 16) {
+      err = "a damaged tensor record at byte " + std::to_string(at);
+      return false;
+    }
+    rt::TensorDesc desc{dtype, {}};
+    for (uint64_t k = 0; k < rank; ++k) {
+      uint64_t d;
+      if (!u64(d) || d > (uint64_t(1) << 40)) {
+        err = "tensor '" + name + "': a damaged shape";
+        return false;
+      }
+      desc.shape.push_back((int64_t)d);
+    }
+    if (!u64(n) || n != desc.bytes() || n > bytes.size() - at) {
+      err = "tensor '" + name + "' (" + desc.str() + "): " + std::to_string(n) +
+            " bytes do not match its type or the record";
+      return false;
+    }
+    rt::HostTensor t(desc);
+    if (n)
+      std::memcpy(t.data(), bytes.data() + at, n);
+    at += n;
+    out[name] = std::move(t);
+  }
+  return true;
+}
+
+void gatherStages(comm::Communicator &world, const rt::Program &program,
+                  const Config &config, std::map<std::string, rt::HostTensor> &whole) {
+  const int64_t stageRanks = config.stageRanks();
+  const int rank = world.rank();
+  if (rank == 0) {
+    for (int64_t s = 1; s < config.pp; ++s) {
+      const int from = (int)(s * stageRanks);
+      uint64_t size = 0;
+      world.recv(&size, 1, rt::DType::U64, from, kSizeTag).wait();
+      if (size > (uint64_t(1) << 40))
+        fail("pipeline: stage " + std::to_string(s) + " announced " +
+             std::to_string(size) + " bytes of parameters");
+      std::string bytes(size, '\0');
+      if (size)
+        world.recv(bytes.data(), size, rt::DType::U8, from, kBytesTag).wait();
+      std::string err;
+      if (!unpackTensors(bytes, whole, err))
+        fail("pipeline: stage " + std::to_string(s) + "'s parameters: " + err);
+    }
+  } else if (rank % stageRanks == 0) {
+    std::string bytes = packTensors(program);
+    uint64_t size = bytes.size();
+    world.send(&size, 1, rt::DType::U64, 0, kSizeTag).wait();
+    if (size)
+      world.send(bytes.data(), size, rt::DType::U8, 0, kBytesTag).wait();
+  }
+}
+
+} // namespace kiln::train
