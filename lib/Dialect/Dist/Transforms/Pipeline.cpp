@@ -283,8 +283,7 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
             b.setInsertionPoint(c);
             auto recv = RecvOp::create(b, c->getLoc(), r.getType(), kPipelineAxis,
                                        tr.from, tr.tag);
-            Place rp = p;
-            gPlaces[recv] = rp;
+            gPlaces[recv] = p;
             // The other rank returns its own results (the loss: everyone).
             r.replaceUsesWithIf(recv.getResult(), [&](OpOperand &u) {
               return !isa<func::ReturnOp>(u.getOwner()) || orig == loss;

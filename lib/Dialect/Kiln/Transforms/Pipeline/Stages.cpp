@@ -10,6 +10,7 @@
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+#include "kiln/Support/TensorSize.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -26,12 +27,11 @@ using namespace mlir;
 
 namespace {
 
+/// A value's bytes (kiln/Support/TensorSize.h); 0 for an unsized one.
 int64_t bytesOf(Type t) {
+  int64_t bytes = 0;
   auto r = dyn_cast<RankedTensorType>(t);
-  if (!r || !r.hasStaticShape())
-    return 0;
-  int64_t bits = r.getElementType().getIntOrFloatBitWidth();
-  return r.getNumElements() * std::max<int64_t>(1, bits / 8);
+  return r && kiln::checkedTypeBytes(r, bytes) ? bytes : 0;
 }
 
 std::string argName(func::FuncOp f, unsigned i) {
