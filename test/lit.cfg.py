@@ -27,7 +27,9 @@ config.substitutions.append(("%{status}", "sh -c 'timeout 30 \"$@\" 2>&1; echo \
 # MLIR's .td files, for kiln-tblgen (Debian puts them with LLVM's headers).
 config.substitutions.append(("%mlir_include", os.path.join(config.llvm_tools_dir, "..", "include")))
 
-llvm_config.with_system_environment(["HOME", "TMPDIR"])
+# ONEDNN_MAX_CPU_ISA caps oneDNN's kernels (AVX2 as on a machine without
+# AVX-512): the suite must pass on both.
+llvm_config.with_system_environment(["HOME", "TMPDIR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
 llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -31,7 +31,7 @@ from safetensors_np import read_safetensors
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 PY = "/usr/bin/python3"
-BATCH, STEPS, LR, FREEZE, SEEDS = 16, 12, 0.05, 8, 6
+BATCH, STEPS, LR, FREEZE, SEEDS = 16, 12, 0.05, 8, 20
 EPS = float(np.finfo(np.float32).eps)
 FAILED = []
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
