@@ -251,8 +251,6 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return notYet("tp or ep axes (pp x dp is)");
     if (opts.zero > 0)
       return notYet("--zero");
-    if (opts.clipNorm > 0)
-      return notYet("--clip-grad-norm (its global norm spans the stages)");
     LossScaleChoice ls;
     std::string lsErr;
     if (resolveLossScale(opts, ls, lsErr) && ls.on)

@@ -54,6 +54,12 @@ struct Place {
   bool after = false;
 };
 
+/// The elements of a tensor value (1 for a scalar or a non-tensor).
+int64_t elementsOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? std::max<int64_t>(1, t.getNumElements()) : 1;
+}
+
 std::string describe(Operation *op) {
   std::string s = "'" + op->getName().getStringRef().str() + "'";
   if (auto n = dyn_cast<NameLoc>(op->getLoc()))
@@ -91,6 +97,7 @@ struct PipelinePass : public kiln::dist::impl::KilnPipelinePassBase<PipelinePass
   LogicalResult split(ModuleOp m, func::FuncOp f);
   LogicalResult order(func::FuncOp g, int64_t rank,
                       const llvm::DenseMap<Operation *, Place> &places);
+  LogicalResult checkDeadlockFree(ArrayRef<func::FuncOp> programs);
 
   rt::PipelineSchedule plan;
   llvm::DenseMap<Operation *, Place> places;
@@ -127,20 +134,26 @@ LogicalResult PipelinePass::place(func::FuncOp f) {
     auto mb = op.getAttrOfType<IntegerAttr>(KilnDialect::getMicrobatchAttrName());
     p.backward = op.hasAttr(KilnDialect::getBackwardAttrName());
     std::set<int64_t> stagesRead, microbatchesRead;
+    std::map<int64_t, int64_t> elementsRead; // stage -> elements it gives
     bool readsAfter = false, readsBackward = false;
+    BlockArgument unplacedArg;
     for (Value v : op.getOperands()) {
       if (auto a = dyn_cast<BlockArgument>(v)) {
-        if (auto it = argStage.find(a); it != argStage.end())
+        // A parameter the model reads: its stage's. One it does not (an
+        // optimizer's state): it goes where its reader does.
+        if (auto it = argStage.find(a); it != argStage.end()) {
           stagesRead.insert(it->second);
-        else if (kiln::isParam(f, a.getArgNumber()))
-          return op.emitOpError("reads parameter '")
-                 << f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "onnx.name")
-                 << "', which no pipeline stage's op reads";
+          elementsRead[it->second] += elementsOf(v);
+        }
+        else if (kiln::isParam(f, a.getArgNumber()) && !unplacedArg)
+          unplacedArg = a;
         continue;
       }
       const Place &q = places[v.getDefiningOp()];
-      if (q.stage >= 0)
+      if (q.stage >= 0) {
         stagesRead.insert(q.stage);
+        elementsRead[q.stage] += elementsOf(v);
+      }
       if (q.microbatch >= 0)
         microbatchesRead.insert(q.microbatch);
       readsAfter |= q.after;
@@ -151,12 +164,23 @@ LogicalResult PipelinePass::place(func::FuncOp f) {
     } else if (stagesRead.size() == 1) {
       p.stage = *stagesRead.begin();
     } else if (stagesRead.size() > 1) {
-      return op.emitOpError("reads values of pipeline stages ")
-             << *stagesRead.begin() << " and " << *stagesRead.rbegin()
-             << ": --kiln-pipeline cannot place " << describe(&op)
-             << " (a reduction over the whole model, such as gradient "
-                "clipping's global norm, is not supported with pipeline "
-                "parallelism yet)";
+      // Values of several stages (the gradients' global norm, a gradient
+      // scaled by the clipping coefficient, an update that reads it): on
+      // the stage that gives the most elements, the others' sent to it (a
+      // parameter's update stays with the parameter; the scalar sums of
+      // the norm, a tie, move to the later stage, in the 1-rank order).
+      int64_t best = -1, most = -1;
+      for (auto [st, n] : elementsRead)
+        if (n >= most) {
+          best = st;
+          most = n;
+        }
+      p.stage = best;
+    } else if (unplacedArg) {
+      return op.emitOpError("reads parameter '")
+             << f.getArgAttrOfType<StringAttr>(unplacedArg.getArgNumber(), "onnx.name")
+             << "' and no pipeline stage's value: --kiln-pipeline cannot place "
+             << describe(&op);
     } else if (!isMemoryEffectFree(&op)) {
       return op.emitOpError("has side effects but reads no pipeline stage's "
                             "value: --kiln-pipeline cannot place it");
@@ -208,6 +232,18 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
   if (!lossOp || rankOf(places[lossOp].stage) < 0)
     return f.emitOpError("computes its loss on no pipeline stage");
 
+  // The step's scalar results that are no parameter's update (the loss,
+  // grad_norm): every rank returns them, so that each sees the step's
+  // metrics (and a loss scale's finite check) alike.
+  llvm::DenseSet<Value> returnedToAll;
+  for (unsigned r = 0; r < f.getNumResults(); ++r) {
+    Value v = ret.getOperand(r);
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (v.getDefiningOp() && t && t.getRank() == 0 &&
+        !f.getResultAttr(r, KilnDialect::getUpdateAttrName()))
+      returnedToAll.insert(v);
+  }
+
   // The transfers: (value, from rank, to rank), numbered in op order.
   struct Transfer {
     Value value;
@@ -228,7 +264,7 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
         if (q >= 0 && q != from)
           to.insert(q);
       }
-      if (r == loss)
+      if (returnedToAll.contains(r))
         for (int64_t q = 0; q < S; ++q)
           if (q != from)
             to.insert(q);
@@ -244,6 +280,7 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
            << "step, more than the 32768 tags a communicator may name";
 
   OpBuilder b(m.getContext());
+  SmallVector<func::FuncOp> programs;
   for (int64_t rank = 0; rank < S; ++rank) {
     // A copy of the step, then everything another rank computes removed.
     auto g = cast<func::FuncOp>(f->clone());
@@ -286,7 +323,8 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
             gPlaces[recv] = p;
             // The other rank returns its own results (the loss: everyone).
             r.replaceUsesWithIf(recv.getResult(), [&](OpOperand &u) {
-              return !isa<func::ReturnOp>(u.getOwner()) || orig == loss;
+              return !isa<func::ReturnOp>(u.getOwner()) ||
+                     returnedToAll.contains(orig);
             });
           }
         }
@@ -294,10 +332,13 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
       if (owner != rank)
         foreign.push_back(c);
     }
+    llvm::DenseSet<Operation *> foreignSet(foreign.begin(), foreign.end()), erased;
     for (Operation *c : llvm::reverse(foreign)) {
       if (!c->use_empty()) {
+        // Read by the return, or by another rank's op the return reads:
+        // both go with the other ranks' results below.
         for (Operation *u : c->getUsers())
-          if (!isa<func::ReturnOp>(u))
+          if (!isa<func::ReturnOp>(u) && !foreignSet.contains(u))
             return u->emitOpError("on pipeline rank ")
                    << rank << " reads a value of rank "
                    << rankOf(gPlaces[c].stage) << " that was not sent to it";
@@ -305,6 +346,7 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
         continue;
       }
       c->erase();
+      erased.insert(c);
     }
     // The results this rank computes (the loss: every rank).
     llvm::BitVector dropResults(g.getNumResults());
@@ -322,7 +364,7 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
       return g.emitOpError("could not drop the other ranks' results");
     // The other ranks' ops read only by the return are gone with it.
     for (Operation *c : llvm::reverse(foreign))
-      if (c->getBlock() && c->use_empty())
+      if (!erased.contains(c) && c->use_empty())
         c->erase();
     // Unused copies of the anywhere ops, then unused arguments.
     bool changed = true;
@@ -341,12 +383,77 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
     for (BlockArgument a : g.getArguments())
       if (a.use_empty())
         dropArgs.set(a.getArgNumber());
+    // The updates name their argument by number: renumbered past the
+    // dropped ones.
+    for (unsigned r = 0; r < g.getNumResults(); ++r)
+      if (auto u = g.getResultAttrOfType<IntegerAttr>(r, KilnDialect::getUpdateAttrName())) {
+        int64_t old = u.getInt();
+        if (old < 0 || old >= (int64_t)dropArgs.size() || dropArgs.test(old))
+          return g.emitOpError("result ")
+                 << r << " updates argument " << old << ", which this pipeline rank lacks";
+        int64_t renumbered = old;
+        for (int64_t a = 0; a < old; ++a)
+          renumbered -= dropArgs.test(a);
+        g.setResultAttr(r, KilnDialect::getUpdateAttrName(),
+                        IntegerAttr::get(u.getType(), renumbered));
+      }
     if (failed(g.eraseArguments(dropArgs)))
       return g.emitOpError("could not drop the arguments it does not read");
     if (failed(order(g, rank, gPlaces)))
       return failure();
+    programs.push_back(g);
   }
   f.erase();
+  return checkDeadlockFree(programs);
+}
+
+/// The ranks' programs run to the end: sends do not wait (the communicator
+/// keeps a copy), a receive waits for its send. Run them so, in turn, and
+/// name the receives they would wait on forever.
+LogicalResult PipelinePass::checkDeadlockFree(ArrayRef<func::FuncOp> programs) {
+  struct Step {
+    Operation *op;
+    bool send;
+    int64_t peer, tag;
+  };
+  std::vector<std::vector<Step>> steps(programs.size());
+  for (size_t r = 0; r < programs.size(); ++r)
+    for (Operation &c : func::FuncOp(programs[r]).getBody().front()) {
+      if (auto s = dyn_cast<SendOp>(c))
+        steps[r].push_back({&c, true, (int64_t)s.getPeer(), (int64_t)s.getTag()});
+      else if (auto v = dyn_cast<RecvOp>(c))
+        steps[r].push_back({&c, false, (int64_t)v.getPeer(), (int64_t)v.getTag()});
+    }
+  std::set<std::tuple<int64_t, int64_t, int64_t>> posted; // (from, to, tag)
+  std::vector<size_t> at(programs.size(), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t r = 0; r < steps.size(); ++r)
+      while (at[r] < steps[r].size()) {
+        const Step &st = steps[r][at[r]];
+        if (st.send) {
+          posted.insert({(int64_t)r, st.peer, st.tag});
+        } else if (!posted.erase({st.peer, (int64_t)r, st.tag})) {
+          break;
+        }
+        ++at[r];
+        moved = true;
+      }
+  }
+  std::string stuck;
+  Operation *first = nullptr;
+  for (size_t r = 0; r < steps.size(); ++r)
+    if (at[r] < steps[r].size()) {
+      const Step &st = steps[r][at[r]];
+      first = first ? first : st.op;
+      stuck += (stuck.empty() ? "" : ", ") + std::string("rank ") +
+               std::to_string(r) + " on tag " + std::to_string(st.tag) +
+               " from rank " + std::to_string(st.peer) + " (" + describe(st.op) + ")";
+    }
+  if (first)
+    return first->emitOpError("--kiln-pipeline: the ")
+           << rt::pipelineScheduleName(plan.kind)
+           << " order deadlocks, each rank waiting on a receive: " << stuck;
   return success();
 }
 
@@ -373,8 +480,11 @@ LogicalResult PipelinePass::order(func::FuncOp g, int64_t rank,
     SmallVector<Operation *> work;
     for (Operation &c : gb)
       if (auto s = dyn_cast<SendOp>(c))
-        if (gPlaces.lookup(&c).backward)
+        if (gPlaces.lookup(&c).backward) {
+          // The send itself too: the previous stage waits on it.
+          inputPart.insert(&c);
           work.push_back(&c);
+        }
     while (!work.empty()) {
       Operation *op = work.pop_back_val();
       for (Value v : op->getOperands())

@@ -51,12 +51,17 @@ def KilnPipelinePass : Pass<"kiln-pipeline", "mlir::ModuleOp"> {
     under the interleaved schedule, rank c otherwise). An op without a
     stage (the optimizer's, the partition's collectives, a folded op) runs
     on the stage of the values it reads; ops that read only constants and
-    per-step scalars are copied where they are used, and an op reading
-    values of two stages is an error naming it. A value one rank computes
-    and another reads becomes a `dist.send` after its producer and a
-    `dist.recv` in the reader (the activations forward, their gradients
-    backward), each pair with its own tag; the loss goes from the last
-    stage to every other, so that every rank returns it. Each program's
+    per-step scalars are copied where they are used. An op reading values
+    of several stages (the global gradient norm's sums, a gradient scaled
+    by the clipping coefficient) runs on the stage that gives it the most
+    elements (a tie: the later stage), so that a parameter's update stays
+    with it and the norm's sum runs down the stages in the 1-rank order.
+    An optimizer state argument goes where its reader does. A value one
+    rank computes and another reads becomes a `dist.send` after its
+    producer and a `dist.recv` in the reader (the activations forward,
+    their gradients backward), each pair with its own tag; the step's
+    scalar results other than updates (the loss, grad_norm) go to every
+    rank, so that every rank returns them. Each program's
     ops are then ordered by the schedule's instruction list for its rank
     (kiln/runtime/PipelineSchedule.h): the ops that read no microbatch
     first, then the forward and backward of each microbatch and chunk in
@@ -64,7 +69,10 @@ def KilnPipelinePass : Pass<"kiln-pipeline", "mlir::ModuleOp"> {
     that computes the gradients sent to the previous stage and the weight
     gradients after it), then the accumulated gradients' reduction and
     the optimizer. Results and arguments a program does not use are
-    dropped.
+    dropped (the updates' `kiln.update` renumbered). Last, the programs are
+    run symbolically (sends never wait, a receive waits for its send): an
+    order in which every rank would wait on a receive is an error that
+    names each rank's receive.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "2", "pipeline ranks (S)">,
