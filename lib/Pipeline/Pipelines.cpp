@@ -251,10 +251,6 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return notYet("tp or ep axes (pp x dp is)");
     if (opts.zero > 0)
       return notYet("--zero");
-    LossScaleChoice ls;
-    std::string lsErr;
-    if (resolveLossScale(opts, ls, lsErr) && ls.on)
-      return notYet("loss scaling (its finite check spans the stages)");
     if (opts.pruneAt > 0 || opts.pruneChannels >= 0 || opts.pruneSparsity >= 0)
       return notYet("--prune");
     if (!opts.teacher.empty())

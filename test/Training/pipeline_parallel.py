@@ -16,6 +16,7 @@
 #
 # Usage: /usr/bin/python3 test/Training/pipeline_parallel.py --bin build/bin --work DIR
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -178,6 +179,34 @@ def main():
         ok2, why2 = close_weights(runs[1][1], runs[4][1])
         check(ok and ok2, "gpt --clip-grad-norm 0.5 pp=4 1f1b M=4: losses and final weights "
               "match the 1-rank clipped run", why + "; " + why2)
+
+    # fp16 with dynamic loss scaling: the finite check reads every stage's
+    # gradients (their sums of squares go down the stages like the norm's),
+    # and every rank skips the same steps. From 1e7 the scale overflows
+    # fp16 on some steps and not others. pp=4 zb against 1 rank with the
+    # same microbatches (fp16 rounds each microbatch's own sums).
+    fp16 = flags + ["--precision", "fp16", "--loss-scale", "dynamic", "--init-scale", "1e7",
+                    "--microbatches", "4"]
+    runs = {}
+    for label, ranks, extra in (("1 rank", 1, []),
+                                ("pp=4 zb", 4, ["--mesh", "pp=4", "--schedule", "zb"])):
+        exe = os.path.join(w, "gpt-fp16-%d" % ranks)
+        r = compile_exe(args, onnx_path, exe, fp16 + extra)
+        r = r if r.returncode else run(exe, ranks, base + ["--metrics", exe + ".jsonl",
+                                                           "--export-onnx", exe + "-w.onnx"])
+        check(r.returncode == 0, "gpt fp16 --loss-scale dynamic M=4 %s trains" % label,
+              r.stderr.strip()[-600:])
+        if r.returncode == 0:
+            skipped = [json.loads(l)["skipped"] for l in open(exe + ".jsonl") if l.strip()]
+            runs[ranks] = (losses(exe + ".jsonl"), weights(exe + "-w.onnx"), skipped)
+    if len(runs) == 2:
+        ok, why = close_losses(runs[1][0], runs[4][0])
+        ok2, why2 = close_weights(runs[1][1], runs[4][1])
+        mixed = any(runs[1][2]) and not all(runs[1][2])
+        check(ok and ok2 and runs[1][2] == runs[4][2] and mixed,
+              "gpt fp16 --loss-scale dynamic pp=4 zb M=4: the 1-rank run's skipped steps "
+              "(%d of %d), losses and final weights" % (sum(runs[1][2]), len(runs[1][2])),
+              "%s; %s; skipped %s vs %s" % (why, why2, runs[1][2], runs[4][2]))
 
     # --stage-boundaries: the MLP cut after its first ReLU.
     onnx_path, flags, data = export(w, "mlp")
