@@ -661,6 +661,22 @@ bool kiln::compileONNXToTraining(const std::string &path,
   if (auto fwd = module->lookupSymbol<func::FuncOp>(kForwardFuncName))
     fwd.erase();
   auto step = module->lookupSymbol<func::FuncOp>(kTrainStepFuncName);
+  // Activation recompute on the step as it runs: here for one program,
+  // after the pipeline split for a pipeline's rank programs (their order
+  // is the schedule's). No CSE runs after it.
+  const bool recomputing = opts.recompute != "none" || opts.memoryBudgetMb > 0;
+  auto addRecompute = [&](PassManager &pm) {
+    KilnRecomputePassOptions ro;
+    ro.mode = opts.recompute;
+    ro.budgetMb = opts.memoryBudgetMb;
+    pm.addPass(createKilnRecomputePass(ro));
+  };
+  if (recomputing && opts.pp < 2) {
+    PassManager pm(&ctx);
+    addRecompute(pm);
+    if (failed(pm.run(*module)))
+      return fail("recompute");
+  }
   {
     llvm::raw_string_ostream os(result.mlir);
     module->print(os);
@@ -966,6 +982,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
     po.schedule = opts.pipelineSchedule;
     po.virtualStages = opts.virtualStages;
     pm.addPass(dist::createKilnPipelinePass(po));
+    if (recomputing)
+      addRecompute(pm);
     if (failed(pm.run(*module)))
       return fail("pipeline");
     result.mlir.clear();
@@ -991,7 +1009,18 @@ bool kiln::compileONNXToTraining(const std::string &path,
     if (auto a = module->lookupSymbol<func::FuncOp>(stepFuncs[r])
                      ->getAttrOfType<IntegerAttr>(
                          krt::KRTDialect::getArenaBytesAttrName()))
+    {
       result.trainArenaBytes = std::max<int64_t>(result.trainArenaBytes, a.getInt());
+      // The budget holds for the arena the assignment placed, not only for
+      // the recompute pass's estimate of it.
+      const double mib = (double)a.getInt() / (1024.0 * 1024.0);
+      if (opts.memoryBudgetMb > 0 && mib > opts.memoryBudgetMb)
+        return failWith("recompute", llvm::formatv("--memory-budget {0:F2} MiB: @{1}'s arena is "
+                                  "{2:F2} MiB after recompute (fragmentation "
+                                  "of its buffers); give a larger budget",
+                                  opts.memoryBudgetMb, stepFuncs[r], mib)
+                        .str());
+    }
   }
   result.trainPlan = opts.pp > 1
                          ? rt::pipelinePlans(stagePlans.data(), stagePlans.size())

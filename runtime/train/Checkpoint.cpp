@@ -269,7 +269,8 @@ void CheckpointStore::removeCheckpoint(const std::string &path) const {
 std::string CheckpointStore::save(const rt::Program &program,
                                   const Config &config, const TrainPosition &pos,
                                   const CheckpointRanks *ranks,
-                                  const std::map<std::string, rt::HostTensor> *whole) const {
+                                  const std::map<std::string, rt::HostTensor> *whole,
+                                  const std::map<std::string, std::string> *otherStages) const {
   const int rank = ranks ? ranks->rank : 0;
   const int nranks = ranks ? ranks->ranks : 1;
   // ZeRO's shard files: over a 1-axis mesh (over several, the caller
@@ -385,6 +386,19 @@ std::string CheckpointStore::save(const rt::Program &program,
                                rt::dtypeName(values[k].dtype()),
                                values[k].shape(), false});
   }
+  // A pipeline: the other stages' parameters, gathered on rank 0.
+  if (otherStages) {
+    for (const auto &[name, role] : *otherStages) {
+      if (!program.paramRole(name).empty()) // this stage's own, written above
+        continue;
+      auto w = whole ? whole->find(name) : decltype(whole->end())();
+      if (!whole || w == whole->end())
+        bail("stage parameter '" + name + "' was not gathered");
+      tensors.emplace_back(name, &w->second);
+      manifest.params.push_back({name, role, rt::dtypeName(w->second.dtype()),
+                                 w->second.shape(), false});
+    }
+  }
   std::string tensorsPath = tmp + "/" + kTensors;
   if (!rt::writeSafetensors(tensorsPath, tensors, err))
     bail(err);
@@ -470,6 +484,10 @@ bool CheckpointStore::resume(
     // --prune-at's step holds the smaller shapes).
     rt::Program &program = programFor(stepNum);
     std::vector<std::string> names = program.paramNames();
+    // What the checkpoint must hold: the whole model's parameters (a
+    // pipeline stage's program holds some of them).
+    const std::vector<std::string> &modelNames =
+        modelParams_.empty() ? names : modelParams_;
     TrainPosition p;
     std::vector<std::pair<std::string, rt::HostTensor>> tensors;
     // ZeRO checkpoints: each shard file's blocks, and the sharded
@@ -495,7 +513,7 @@ bool CheckpointStore::resume(
              m.optimizer + "', this executable trains with '" +
              config.optimizer + "'");
       {
-        std::set<std::string> want(names.begin(), names.end()), have;
+        std::set<std::string> want(modelNames.begin(), modelNames.end()), have;
         for (const ManifestParam &mp : m.params) {
           have.insert(mp.name);
           if (!want.count(mp.name))
@@ -504,10 +522,10 @@ bool CheckpointStore::resume(
                  "), which this executable does not have: it was written by "
                  "another compilation of the model (optimizer, --freeze)");
         }
-        for (const std::string &n : names)
+        for (const std::string &n : modelNames)
           if (!have.count(n))
             fail("--resume: checkpoint " + path + " lacks parameter '" + n +
-                 "' (" + program.paramRole(n) +
+                 "' (" + (program.paramRole(n).empty() ? std::string("another stage's") : program.paramRole(n)) +
                  "): it was written by another compilation of the model "
                  "(optimizer, --freeze)");
       }
@@ -562,10 +580,10 @@ bool CheckpointStore::resume(
         if (mp.sharded)
           shardParams[mp.name] = mp.shape;
       if (byName.size() != tensors.size() ||
-          tensors.size() != names.size() - shardParams.size()) {
+          tensors.size() != modelNames.size() - shardParams.size()) {
         why = std::string(kTensors) + " holds " + std::to_string(tensors.size()) +
               " tensors, the manifest lists " +
-              std::to_string(names.size() - shardParams.size()) + " there";
+              std::to_string(modelNames.size() - shardParams.size()) + " there";
         break;
       }
       shards.assign(m.shards.size(), {});

@@ -93,11 +93,22 @@ public:
   /// parameter whole (gathered by every rank before the call); rank 0
   /// writes those instead of its blocks, so the checkpoint holds whole
   /// tensors only and resumes on any mesh.
+  /// Pipeline parallelism (config.pp): rank 0 calls it alone; `otherStages`
+  /// names the parameters the other stages hold (with their roles), whose
+  /// tensors `whole` holds (gatherStages), so the checkpoint holds the whole
+  /// model, as a 1-rank run writes it.
   std::string save(const rt::Program &program, const Config &config,
                    const TrainPosition &pos,
                    const CheckpointRanks *ranks = nullptr,
-                   const std::map<std::string, rt::HostTensor> *whole =
+                   const std::map<std::string, rt::HostTensor> *whole = nullptr,
+                   const std::map<std::string, std::string> *otherStages =
                        nullptr) const;
+  /// A pipeline stage: the whole model's parameter names (every stage's),
+  /// which a checkpoint must hold exactly; the stage's program takes its
+  /// own from it.
+  void setModelParams(std::vector<std::string> names) {
+    modelParams_ = std::move(names);
+  }
   /// This rank's position on the mesh: a resume gives each split
   /// parameter (config.split) its block at it.
   void setMeshPosition(MeshPosition pos) { position_ = std::move(pos); }
@@ -134,6 +145,7 @@ public:
 private:
   std::string dir_;
   MeshPosition position_;
+  std::vector<std::string> modelParams_;
   int64_t keep_;
   std::string modelSha_;
   Notify warn_;

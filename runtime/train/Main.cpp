@@ -555,14 +555,15 @@ int runTraining(int argc, char **argv) {
                                               *prunedConfig, opt.evalData);
   };
   std::unique_ptr<CheckpointStore> store;
-  if (!opt.checkpointDir.empty() && config.pp > 1)
-    fail("--checkpoint-dir: checkpoints of a pipeline-parallel run (--mesh "
-         "pp=" + std::to_string(config.pp) + ") are not supported yet");
   if (!opt.checkpointDir.empty()) {
     store = std::make_unique<CheckpointStore>(
         opt.checkpointDir, opt.keepCheckpoints, config.modelSha256,
         [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     store->prepare();
+    // A pipeline stage's checkpoints hold the whole model (rank 0 writes
+    // every stage's parameters); a resume takes this stage's.
+    if (config.pp > 1)
+      store->setModelParams(stageParamNames(payload.plan));
   }
 
   const int64_t spe = data.stepsPerEpoch();
@@ -780,11 +781,11 @@ int runTraining(int argc, char **argv) {
   // other axes holds (the whole tensor, or its expert or tensor-parallel
   // block), so the dp group's blocks are joined first.
   const bool zeroOnMesh = !config.sharded.empty() && config.meshBeyondDp();
-  auto gatherSharded = [&]() {
+  auto gatherSharded = [&](std::map<std::string, std::string> *stageRoles = nullptr) {
     std::map<std::string, rt::HostTensor> whole;
     // A pipeline: every stage's parameters, from its first rank to rank 0.
     if (config.pp > 1)
-      gatherStages(world, *program, config, whole);
+      gatherStages(world, *program, config, whole, stageRoles);
     rt::HostTensor block;
     for (const auto &[name, spec] : config.split) {
       if (config.sharded.count(name))
@@ -843,12 +844,15 @@ int runTraining(int argc, char **argv) {
     // sharded tensors are gathered whole, as tensor parallelism's are.
     bool perRank = (!config.sharded.empty() && !zeroOnMesh) || !ckRanks.rankState.empty();
     std::map<std::string, rt::HostTensor> whole;
-    if (!config.split.empty() || zeroOnMesh)
-      whole = gatherSharded();
+    // A pipeline: the other stages' parameters and their roles, on rank 0.
+    std::map<std::string, std::string> stageRoles;
+    if (!config.split.empty() || zeroOnMesh || config.pp > 1)
+      whole = gatherSharded(&stageRoles);
     if (!perRank && !lead)
       return; // rank 0 writes every parameter whole
     std::string path = store->save(*program, config, positionAfter(step),
-                                   perRank ? &ckRanks : nullptr, &whole);
+                                   perRank ? &ckRanks : nullptr, &whole,
+                                   config.pp > 1 ? &stageRoles : nullptr);
     log.message("checkpoint: " + path);
   };
 

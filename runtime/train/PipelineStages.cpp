@@ -6,6 +6,10 @@
 #include "Util.h"
 
 #include "kiln/runtime/DType.h"
+#include "kiln/runtime/PlanFile.h"
+#include "kiln/runtime/TrainPayload.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 
@@ -20,8 +24,8 @@ void putU64(std::string &out, uint64_t v) {
 }
 } // namespace
 
-// Per tensor: u64 name length, the name, u64 dtype name length, the dtype
-// name, u64 rank, rank x i64 dims, u64 byte count, the bytes.
+// Per tensor: u64 name length, the name, u64 role length, the role, u64
+// dtype name length, the dtype name, u64 rank, rank x i64 dims, u64 byte count, the bytes.
 std::string packTensors(const rt::Program &program) {
   std::string out;
   std::string err;
@@ -30,8 +34,11 @@ std::string packTensors(const rt::Program &program) {
     if (!program.getParam(name, t, err))
       fail("pipeline: " + err);
     const char *dt = rt::dtypeName(t.dtype());
+    const std::string role = program.paramRole(name);
     putU64(out, name.size());
     out += name;
+    putU64(out, role.size());
+    out += role;
     putU64(out, std::strlen(dt));
     out += dt;
     putU64(out, t.shape().size());
@@ -44,7 +51,8 @@ std::string packTensors(const rt::Program &program) {
 }
 
 bool unpackTensors(const std::string &bytes,
-                   std::map<std::string, rt::HostTensor> &out, std::string &err) {
+                   std::map<std::string, rt::HostTensor> &out,
+                   std::map<std::string, std::string> *roles, std::string &err) {
   size_t at = 0;
   auto u64 = [&](uint64_t &v) {
     if (bytes.size() - at < 8)
@@ -64,11 +72,11 @@ bool unpackTensors(const std::string &bytes,
     return true;
   };
   while (at < bytes.size()) {
-    std::string name, dt;
+    std::string name, role, dt;
     uint64_t rank, n;
     rt::DType dtype;
-    if (!str(name) || !str(dt) || !rt::parseDType(dt, dtype) || !u64(rank) ||
-        rank > 16) {
+    if (!str(name) || !str(role) || !rt::isParamRole(role) || !str(dt) ||
+        !rt::parseDType(dt, dtype) || !u64(rank) || rank > 16) {
       err = "a damaged tensor record at byte " + std::to_string(at);
       return false;
     }
@@ -91,12 +99,15 @@ bool unpackTensors(const std::string &bytes,
       std::memcpy(t.data(), bytes.data() + at, n);
     at += n;
     out[name] = std::move(t);
+    if (roles)
+      (*roles)[name] = role;
   }
   return true;
 }
 
 void gatherStages(comm::Communicator &world, const rt::Program &program,
-                  const Config &config, std::map<std::string, rt::HostTensor> &whole) {
+                  const Config &config, std::map<std::string, rt::HostTensor> &whole,
+                  std::map<std::string, std::string> *roles) {
   const int64_t stageRanks = config.stageRanks();
   const int rank = world.rank();
   if (rank == 0) {
@@ -111,7 +122,7 @@ void gatherStages(comm::Communicator &world, const rt::Program &program,
       if (size)
         world.recv(bytes.data(), size, rt::DType::U8, from, kBytesTag).wait();
       std::string err;
-      if (!unpackTensors(bytes, whole, err))
+      if (!unpackTensors(bytes, whole, roles, err))
         fail("pipeline: stage " + std::to_string(s) + "'s parameters: " + err);
     }
   } else if (rank % stageRanks == 0) {
@@ -121,6 +132,32 @@ void gatherStages(comm::Communicator &world, const rt::Program &program,
     if (size)
       world.send(bytes.data(), size, rt::DType::U8, 0, kBytesTag).wait();
   }
+}
+
+std::vector<std::string> stageParamNames(std::string_view plans) {
+  std::vector<std::string> names;
+  uint64_t count = 1;
+  std::string err;
+  for (uint64_t s = 0; s < count; ++s) {
+    std::string_view plan;
+    if (!rt::pipelinePlan(plans, s, plan, count, err))
+      fail("payload plan: " + err);
+    rt::PlanContainer c;
+    if (!rt::parsePlanContainer(plan.data(), plan.size(), c, err))
+      fail("payload plan of stage " + std::to_string(s) + ": " + err);
+    nlohmann::json h = nlohmann::json::parse(c.json, nullptr, /*allow_exceptions=*/false);
+    const auto values = h.is_object() ? h.find("values") : h.end();
+    if (!h.is_object() || values == h.end() || !values->is_array())
+      fail("payload plan of stage " + std::to_string(s) + ": its header has no 'values'");
+    for (const nlohmann::json &v : *values) {
+      if (!v.is_object())
+        continue;
+      auto kind = v.find("kind"), name = v.find("name");
+      if (kind != v.end() && *kind == "param" && name != v.end() && name->is_string())
+        names.push_back(name->get<std::string>());
+    }
+  }
+  return names;
 }
 
 } // namespace kiln::train

@@ -16,20 +16,31 @@
 
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace kiln::train {
 
 /// Collective over `world` (every rank calls it): on rank 0, `whole` gains
-/// every parameter of the other stages' plans, by name; on the other ranks
-/// it is unchanged. Fails (kiln::train::fail) on a damaged transfer.
+/// every parameter of the other stages' plans, by name, and `roles` (if
+/// given) their plan roles ("weight", "optimizer", ...); on the other ranks
+/// both are unchanged. Fails (kiln::train::fail) on a damaged transfer.
 void gatherStages(comm::Communicator &world, const rt::Program &program,
-                  const Config &config, std::map<std::string, rt::HostTensor> &whole);
+                  const Config &config, std::map<std::string, rt::HostTensor> &whole,
+                  std::map<std::string, std::string> *roles = nullptr);
 
 /// The record of named tensors gatherStages sends, and its inverse (which
 /// bounds-checks everything it reads: false with `err` on a damaged one).
 std::string packTensors(const rt::Program &program);
 bool unpackTensors(const std::string &bytes,
-                   std::map<std::string, rt::HostTensor> &out, std::string &err);
+                   std::map<std::string, rt::HostTensor> &out,
+                   std::map<std::string, std::string> *roles, std::string &err);
+
+/// The parameter names of every stage's plan in a pipeline payload's plan
+/// part (rt::pipelinePlans), read from the plans' headers: the whole
+/// model's parameters, which a checkpoint of the run holds. Fails on a
+/// damaged part.
+std::vector<std::string> stageParamNames(std::string_view plans);
 
 } // namespace kiln::train
 

@@ -58,7 +58,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import ENV, close_losses, close_weights, losses, run, weights  # noqa: E402,F401
+from rank_runs import ENV, close_losses, close_weights, export_samples, losses, run, weights  # noqa: E402,F401
 
 BATCH = 16     # the global batch
 STEPS = 16
@@ -95,18 +95,7 @@ def export(work, name):
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         flags = ["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "1.0"]
-    model.train()
-    path = os.path.join(work, name + ".onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),), path,
-                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, input_names=[in_name],
-                          output_names=["logits"],
-                          dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
-    np.save(os.path.join(work, name + "_x.npy"), x)
-    np.save(os.path.join(work, name + "_y.npy"), y)
-    data = ["--data", "%s=%s" % (in_name, os.path.join(work, name + "_x.npy")),
-            "--data", "labels=" + os.path.join(work, name + "_y.npy")]
+    path, data = export_samples(work, name, model, in_name, x, y, BATCH)
     return path, flags, data
 
 

@@ -29,7 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import close_losses, close_weights, losses, run, weights  # noqa: E402
+from rank_runs import close_losses, close_weights, export_samples, losses, run, weights  # noqa: E402
+from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
 STEPS = 8
@@ -57,18 +58,7 @@ def export(work, name):
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         flags = ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.05"]
-    model.train()
-    path = os.path.join(work, name + ".onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),), path,
-                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, input_names=[in_name],
-                          output_names=["logits"],
-                          dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
-    np.save(os.path.join(work, name + "_x.npy"), x)
-    np.save(os.path.join(work, name + "_y.npy"), y)
-    data = ["--data", "%s=%s" % (in_name, os.path.join(work, name + "_x.npy")),
-            "--data", "labels=" + os.path.join(work, name + "_y.npy")]
+    path, data = export_samples(work, name, model, in_name, x, y, BATCH)
     return path, flags, data
 
 
@@ -77,6 +67,89 @@ def compile_exe(args, onnx_path, out, flags):
                         "--batch-size", str(BATCH), "--loss", "cross-entropy"] + flags,
                        capture_output=True, text=True)
     return r
+
+
+def train_pair(args, w, onnx_path, base, what, tag, flags, pipe):
+    """Trains `flags` on 1 rank and as `pipe` (label, ranks, extra flags);
+    returns {ranks: (losses, final weights, per-step skipped flags)}."""
+    runs = {}
+    for label, ranks, extra in (("1 rank", 1, []), pipe):
+        exe = os.path.join(w, "%s-%d" % (tag, ranks))
+        r = compile_exe(args, onnx_path, exe, flags + extra)
+        r = r if r.returncode else run(exe, ranks, base + ["--metrics", exe + ".jsonl",
+                                                           "--export-onnx", exe + "-w.onnx"])
+        check(r.returncode == 0, "%s %s trains" % (what, label), r.stderr.strip()[-600:])
+        if r.returncode == 0:
+            recs = [json.loads(l) for l in open(exe + ".jsonl") if l.strip()]
+            runs[ranks] = (losses(exe + ".jsonl"), weights(exe + "-w.onnx"),
+                           [rec.get("skipped", False) for rec in recs])
+    return runs
+
+
+def checkpoints(args, w):
+    def ckpt(exe, ranks, base, d, steps):
+        shutil.rmtree(d, ignore_errors=True)
+        r = run(exe, ranks, base + ["--steps", str(steps), "--seed", "7", "--log-every", "0",
+                                    "--checkpoint-dir", d])
+        path = os.path.join(d, "step-%08d" % steps)
+        if r.returncode or not os.path.isdir(path):
+            return None, r.stderr.strip()[-600:]
+        return read_safetensors(os.path.join(path, "tensors.safetensors")), ""
+
+    def resume(exe, ranks, base, src, tag, ref):
+        d = os.path.join(w, "resume-" + tag)
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(src, d)
+        met = os.path.join(w, "resume-%s.jsonl" % tag)
+        r = run(exe, ranks, base + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0",
+                                    "--resume", "--checkpoint-dir", d, "--metrics", met])
+        if r.returncode:
+            return False, r.stderr.strip()[-600:]
+        ok, why = close_losses(ref, losses(met))
+        return ok and "resumed from" in r.stdout, why
+
+    half = STEPS // 2
+    for name, pp, extra in (("mlp", 2, ["--microbatches", "4"]),
+                            ("gpt", 4, ["--microbatches", "8"])):
+        onnx_path, flags, data = export(w, name)
+        ref_l = losses(os.path.join(w, name + "-ref.jsonl"))
+        exes = {}
+        for label, ranks, mesh in (("1 rank", 1, []), ("dp=2", 2, ["--mesh", "dp=2"]),
+                                   ("pp=%d" % pp, pp, ["--mesh", "pp=%d" % pp] + extra),
+                                   ("pp=2,dp=2", 4, ["--mesh", "pp=2,dp=2",
+                                                     "--microbatches", "2"])):
+            if name == "gpt" and label not in ("1 rank", "pp=4"):
+                continue
+            exe = os.path.join(w, "%s-ck-%s" % (name, label.replace(" ", "").replace(",", "-")))
+            r = compile_exe(args, onnx_path, exe, flags + mesh)
+            check(r.returncode == 0, "%s %s compiles (checkpoints)" % (name, label),
+                  r.stderr.strip())
+            exes[label] = (exe, ranks)
+        one, pipe = exes["1 rank"], exes["pp=%d" % pp]
+        t1, err1 = ckpt(one[0], 1, data, os.path.join(w, name + "-ck1"), half)
+        tp, errp = ckpt(pipe[0], pp, data, os.path.join(w, name + "-ckpp"), half)
+        if t1 is None or tp is None:
+            check(False, "%s pp=%d writes a checkpoint" % (name, pp), err1 + errp)
+            continue
+        same = sorted(t1) == sorted(tp) and all(t1[k].shape == tp[k].shape for k in t1)
+        worst = max((float(np.max(np.abs(t1[k].astype(np.float64) - tp[k]) /
+                                  np.maximum(1.0, np.abs(t1[k]))))
+                     for k in t1 if k in tp and t1[k].size and t1[k].dtype.kind == "f"),
+                    default=0.0)
+        check(same and worst <= 1e-5,
+              "%s pp=%d checkpoint holds the 1-rank checkpoint's %d tensors (every stage's "
+              "parameters and optimizer state, whole; worst difference %.1e)"
+              % (name, pp, len(t1), worst),
+              "names %s vs %s" % (sorted(set(t1) ^ set(tp))[:6], ""))
+        for label, (exe, ranks) in exes.items():
+            src = os.path.join(w, name + "-ckpp")
+            ok, why = resume(exe, ranks, data, src, "%s-pp-on-%s" % (name, label), ref_l[half:])
+            check(ok, "%s: a pp=%d checkpoint resumes on %s with the uninterrupted losses (%s)"
+                  % (name, pp, label, why))
+        ok, why = resume(pipe[0], pp, data, os.path.join(w, name + "-ck1"),
+                         "%s-1-on-pp" % name, ref_l[half:])
+        check(ok, "%s: a 1-rank checkpoint resumes on pp=%d with the uninterrupted losses (%s)"
+              % (name, pp, why))
 
 
 def main():
@@ -158,22 +231,21 @@ def main():
                 ok, why = close_weights(ref_w, weights(exe + "-w.onnx"))
                 check(ok, "%s %s: final weights match the 1-rank run" % (name, label), why)
 
+    # Checkpoints keep the whole model: a pp=2 checkpoint after 4 steps holds
+    # the 1-rank run's tensors (every stage's parameters and optimizer
+    # state, the model's shapes, the same values to 1e-5) and resumes on 1
+    # rank, on dp=2, on pp=2 and on pp=2,dp=2; a 1-rank checkpoint resumes
+    # on pp=2; a GPT pp=4 one on 1 rank. Each logs the uninterrupted run's
+    # later losses.
+    checkpoints(args, w)
+
     # --clip-grad-norm: the global norm's sum runs down the stages, the
     # coefficient comes back to each; pp=4 against the 1-rank clipped run.
     onnx_path, flags, data = export(w, "gpt")
     base = data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
     clip = flags + ["--clip-grad-norm", "0.5"]
-    runs = {}
-    for label, ranks, extra in (("1 rank", 1, []),
-                                ("pp=4 1f1b M=4", 4, ["--mesh", "pp=4", "--microbatches", "4"])):
-        exe = os.path.join(w, "gpt-clip-%d" % ranks)
-        r = compile_exe(args, onnx_path, exe, clip + extra)
-        r = r if r.returncode else run(exe, ranks, base + ["--metrics", exe + ".jsonl",
-                                                           "--export-onnx", exe + "-w.onnx"])
-        check(r.returncode == 0, "gpt --clip-grad-norm 0.5 %s trains" % label,
-              r.stderr.strip()[-600:])
-        if r.returncode == 0:
-            runs[ranks] = (losses(exe + ".jsonl"), weights(exe + "-w.onnx"))
+    runs = train_pair(args, w, onnx_path, base, "gpt --clip-grad-norm 0.5", "gpt-clip", clip,
+                      ("pp=4 1f1b M=4", 4, ["--mesh", "pp=4", "--microbatches", "4"]))
     if len(runs) == 2:
         ok, why = close_losses(runs[1][0], runs[4][0])
         ok2, why2 = close_weights(runs[1][1], runs[4][1])
@@ -187,18 +259,8 @@ def main():
     # same microbatches (fp16 rounds each microbatch's own sums).
     fp16 = flags + ["--precision", "fp16", "--loss-scale", "dynamic", "--init-scale", "1e7",
                     "--microbatches", "4"]
-    runs = {}
-    for label, ranks, extra in (("1 rank", 1, []),
-                                ("pp=4 zb", 4, ["--mesh", "pp=4", "--schedule", "zb"])):
-        exe = os.path.join(w, "gpt-fp16-%d" % ranks)
-        r = compile_exe(args, onnx_path, exe, fp16 + extra)
-        r = r if r.returncode else run(exe, ranks, base + ["--metrics", exe + ".jsonl",
-                                                           "--export-onnx", exe + "-w.onnx"])
-        check(r.returncode == 0, "gpt fp16 --loss-scale dynamic M=4 %s trains" % label,
-              r.stderr.strip()[-600:])
-        if r.returncode == 0:
-            skipped = [json.loads(l)["skipped"] for l in open(exe + ".jsonl") if l.strip()]
-            runs[ranks] = (losses(exe + ".jsonl"), weights(exe + "-w.onnx"), skipped)
+    runs = train_pair(args, w, onnx_path, base, "gpt fp16 --loss-scale dynamic M=4",
+                      "gpt-fp16", fp16, ("pp=4 zb", 4, ["--mesh", "pp=4", "--schedule", "zb"]))
     if len(runs) == 2:
         ok, why = close_losses(runs[1][0], runs[4][0])
         ok2, why2 = close_weights(runs[1][1], runs[4][1])

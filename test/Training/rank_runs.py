@@ -1,6 +1,7 @@
-# What the multi-rank harnesses (data_parallel.py, tensor_parallel.py) share:
-# running an executable on N CPU ranks under mpirun, reading its per-step
-# losses and exported weights, and the N-rank = 1-rank comparisons (losses
+# What the multi-rank harnesses (data_parallel.py, tensor_parallel.py,
+# pipeline_parallel.py) share: exporting a model with its samples, running
+# an executable on N CPU ranks under mpirun, reading its per-step losses
+# and exported weights, and the N-rank = 1-rank comparisons (losses
 # within 1e-5 relative; floating-point weights within 1e-5, absolute or
 # relative above 1).
 import json
@@ -20,6 +21,25 @@ def run(exe, ranks, argv, timeout=300):
     cmd = ([exe] if ranks == 1 else
            ["mpirun", "--oversubscribe", "-np", str(ranks), exe]) + argv + ["--threads", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def export_samples(work, name, model, in_name, x, y, batch):
+    """Exports `model` (training mode, batch axis dynamic) to WORK/NAME.onnx
+    and saves its samples; returns the ONNX path and kiln-train's --data
+    flags for them."""
+    import torch
+    model.train()
+    path = os.path.join(work, name + ".onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.from_numpy(x[:batch]),), path,
+                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=[in_name],
+                          output_names=["logits"],
+                          dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
+    np.save(os.path.join(work, name + "_x.npy"), x)
+    np.save(os.path.join(work, name + "_y.npy"), y)
+    return path, ["--data", "%s=%s" % (in_name, os.path.join(work, name + "_x.npy")),
+                  "--data", "labels=" + os.path.join(work, name + "_y.npy")]
 
 
 def losses(path):

@@ -128,6 +128,21 @@ cl::list<std::string> stageBoundaries(
     cl::desc("with --mesh pp=S: the ONNX values where stages 1..S-1 start "
              "(comma-separated, in order); default: stages balanced by cost"),
     cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(kilnCategory));
+cl::opt<std::string> recompute(
+    "recompute",
+    cl::desc("activation recompute: selective rebuilds the activations that "
+             "cost at most 32 FLOPs per byte (elementwise, normalisation, "
+             "data movement) in backward instead of keeping them from forward; "
+             "full rebuilds every one (with --mesh pp=S a stage keeps only what "
+             "it receives); none (default)"),
+    cl::value_desc("none|selective|full"), cl::init("none"), cl::cat(kilnCategory));
+cl::opt<double> memoryBudget(
+    "memory-budget",
+    cl::desc("the most MiB of intermediates (the arena: activations, "
+             "gradients, temporaries; not parameters or optimizer state) a "
+             "step program may hold: activations are recomputed, cheapest "
+             "first, until it fits (with --recompute selective: only those)"),
+    cl::value_desc("MB"), cl::init(0.0), cl::cat(kilnCategory));
 cl::opt<std::string> tpStrategy(
     "tp",
     cl::desc("tensor-parallel strategy with --mesh ...,tp=M: megatron finds "
@@ -427,6 +442,13 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     die("--stage-boundaries cut the model into pipeline stages: it needs "
         "--mesh pp=S with S > 1");
   opts.stageBoundaries.assign(stageBoundaries.begin(), stageBoundaries.end());
+  if (recompute != "none" && recompute != "selective" && recompute != "full")
+    die("--recompute must be none, selective or full, got '" + recompute + "'");
+  opts.recompute = recompute;
+  if (memoryBudget.getNumOccurrences() && !(memoryBudget > 0.0 && memoryBudget < 1e9))
+    die("--memory-budget must be a positive number of MiB, got " +
+        std::to_string((double)memoryBudget));
+  opts.memoryBudgetMb = memoryBudget;
   for (const std::string &a : shardSpecs) {
     if (a.find(';') != std::string::npos || a.find('=') == std::string::npos)
       die("--shard '" + a + "' is not REGEX=SPEC (SPEC: one entry per "

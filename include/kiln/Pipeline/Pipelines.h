@@ -84,6 +84,11 @@ struct TrainCompileOptions {
   /// With pp > 1: the ONNX values the stages start at (--stage-boundaries,
   /// S - 1 names in order); empty: balanced by the ops' cost.
   std::vector<std::string> stageBoundaries;
+  /// Activation recompute (--recompute, --memory-budget): none, selective
+  /// or full (--kiln-recompute's modes), and the peak of live
+  /// intermediates (the arena) each step program must fit in, MiB (0: none).
+  std::string recompute = "none";
+  double memoryBudgetMb = 0;
   /// User shardings (--shard REGEX=SPEC, one per entry): the parameters
   /// (or inputs) whose ONNX name matches REGEX are held as SPEC, one entry
   /// per dimension, `tp` or `-` (whole).

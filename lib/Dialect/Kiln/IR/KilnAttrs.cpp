@@ -361,6 +361,21 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (name == getRecomputeAttrName()) {
+    auto d = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !d)
+      return op->emitError() << name << " is a dictionary on a step function";
+    for (StringRef k : {"activations", "flops", "peak_before", "peak_after"}) {
+      auto i = d.getAs<IntegerAttr>(k);
+      if (!i || i.getInt() < 0)
+        return op->emitError() << name << "'s '" << k
+                               << "' must be an integer >= 0";
+    }
+    if (d.size() != 4)
+      return op->emitError() << name << " holds activations, flops, "
+                             << "peak_before and peak_after only";
+    return success();
+  }
   if (name == getBackwardAttrName()) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << name << " is a unit attribute, got "

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+
 #include "kiln/Dialect/Kiln/IR/KilnGradients.h"
 
 #include "mlir/IR/Builders.h"
@@ -21,6 +23,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::argName;
 using kiln::ParamRole;
 
 namespace {
@@ -28,12 +31,6 @@ namespace {
 bool isFloatTensor(Type t) {
   auto r = dyn_cast<RankedTensorType>(t);
   return r && isa<FloatType>(r.getElementType());
-}
-
-std::string argName(func::FuncOp f, unsigned i) {
-  if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
-    return n.getValue().str();
-  return "arg" + std::to_string(i);
 }
 
 struct AutodiffPass : public kiln::impl::KilnAutodiffPassBase<AutodiffPass> {

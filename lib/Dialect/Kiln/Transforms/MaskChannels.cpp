@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -23,6 +25,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::argName;
 
 namespace {
 
@@ -44,11 +47,6 @@ struct MaskChannelsPass
 
   LogicalResult mask(func::FuncOp f, ArrayAttr classes);
 };
-
-std::string argName(func::FuncOp f, unsigned i) {
-  auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
-  return n ? n.getValue().str() : "arg" + std::to_string(i);
-}
 
 LogicalResult MaskChannelsPass::mask(func::FuncOp f, ArrayAttr classes) {
   MLIRContext *ctx = f.getContext();

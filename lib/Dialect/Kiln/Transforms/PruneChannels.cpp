@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "kiln/Dialect/Kiln/IR/KilnAttributes.h"
 #include "kiln/Dialect/Kiln/IR/ShardingRule.h"
 #include "kiln/runtime/SliceTensor.h"
 
@@ -40,6 +41,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::argName;
 
 namespace {
 
@@ -65,11 +67,6 @@ struct PruneChannelsPass
 
   LogicalResult prune(func::FuncOp f);
 };
-
-std::string argName(func::FuncOp f, unsigned i) {
-  auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
-  return n ? n.getValue().str() : "arg" + std::to_string(i);
-}
 
 LogicalResult PruneChannelsPass::prune(func::FuncOp f) {
   if (!(ratio >= 0.0 && ratio < 1.0))

@@ -18,6 +18,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <optional>
+#include <string>
 
 namespace kiln {
 
@@ -50,6 +51,14 @@ inline std::optional<ParamRole> getRole(mlir::FunctionOpInterface f,
   auto s =
       f.getArgAttrOfType<mlir::StringAttr>(arg, KilnDialect::getRoleAttrName());
   return s ? symbolizeParamRole(s.getValue()) : std::nullopt;
+}
+/// Argument `arg`'s ONNX name (`onnx.name`: a model input or initializer,
+/// or a name the training passes gave it), "arg<N>" when it has none: how
+/// diagnostics and the plan name it.
+inline std::string argName(mlir::FunctionOpInterface f, unsigned arg) {
+  if (auto n = f.getArgAttrOfType<mlir::StringAttr>(arg, "onnx.name"))
+    return n.getValue().str();
+  return "arg" + std::to_string(arg);
 }
 /// Sets the role of parameter `arg`.
 inline void setRole(mlir::FunctionOpInterface f, unsigned arg, ParamRole r) {

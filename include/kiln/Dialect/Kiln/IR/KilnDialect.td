@@ -147,6 +147,13 @@ def Kiln_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getMicrobatchAttrName() {
       return ::llvm::StringLiteral("kiln.microbatch");
     }
+    /// On a step function (--kiln-recompute): {activations, flops,
+    /// peak_before, peak_after}, i64 each: the recomputed saved activations,
+    /// their copies' FLOPs and the estimated peak bytes of live
+    /// intermediates before and after.
+    static constexpr ::llvm::StringLiteral getRecomputeAttrName() {
+      return ::llvm::StringLiteral("kiln.recompute");
+    }
     /// On an op: built by the gradient sweep for a staged op's VJP (the
     /// backward part of its stage). Unit.
     static constexpr ::llvm::StringLiteral getBackwardAttrName() {

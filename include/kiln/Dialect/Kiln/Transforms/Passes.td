@@ -416,6 +416,46 @@ def KilnMicrobatchPass : Pass<"kiln-microbatch", "mlir::ModuleOp"> {
   ];
 }
 
+def KilnRecomputePass : Pass<"kiln-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation recompute: forward values rebuilt in backward to meet a memory budget";
+  let description = [{
+    On the training step as it will run (@train_step, or each pipeline
+    rank's @train_step_pp<r> after `--kiln-pipeline`, in its schedule's
+    order), just before lowering (no CSE may run after it: it would merge
+    the copies back). A *saved activation* is a forward value that backward
+    reads: a result of an op the loss depends on (with pipeline tags: an op
+    of a stage without `kiln.backward`) that an op of backward (not in the
+    loss's slice; with tags: `kiln.backward`) reads. Recomputing one means
+    cloning its op, and the ops of the intermediates it needs that are not
+    kept anyway, just before its first backward reader, so the forward
+    value dies after its last forward reader. Ops with side effects (a
+    `dist.recv`) are never cloned: what they produce is kept. The clones
+    carry the original's attributes (dropout's stream, the stage and
+    microbatch tags, plus `kiln.backward`), so they compute the same bits.
+
+    `mode`: `selective` recomputes the activations whose recomputation
+    costs at most 32 FLOPs (the op cost interface) per byte freed (the
+    elementwise, normalisation and data-movement ops; attention scores of a
+    short head dimension), `full` every saved activation; `none` (the
+    default) none unless a budget is given. `budget-mb` > 0: the estimated
+    peak of live intermediates (what `--kiln-assign-buffers` places in the
+    arena: parameters and inputs excluded, views share their source's
+    bytes) must fit in it; the activations of the mode's pool (all, with
+    `none`) are recomputed cheapest FLOPs per byte first until it does. A
+    budget below the smallest peak recompute can reach is an error naming
+    that minimum. Each step function it works on gets `kiln.recompute =
+    {activations, flops, peak_before, peak_after}`: the recomputed saved
+    activations, the FLOPs of their copies per step and the estimated
+    peaks in bytes.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "which activations to recompute: none, selective or full">,
+    Option<"budgetMb", "budget-mb", "double", "0.0",
+           "the peak of live intermediates to meet, in MiB (0: none)">,
+  ];
+}
+
 def KilnPipelineStagesPass : Pass<"kiln-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "Pipeline stages: @forward's ops cut into S cost-balanced stages";
   let description = [{

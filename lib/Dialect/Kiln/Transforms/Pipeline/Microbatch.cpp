@@ -21,14 +21,9 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::argName;
 
 namespace {
-
-std::string argName(func::FuncOp f, unsigned i) {
-  if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
-    return n.getValue().str();
-  return "arg" + std::to_string(i);
-}
 
 /// Whether argument `i` is a per-step input the trainer feeds whole (the
 /// learning rate, the step, the loss scale) rather than batch data.

@@ -24,6 +24,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using kiln::argName;
 
 namespace {
 
@@ -32,12 +33,6 @@ int64_t bytesOf(Type t) {
   int64_t bytes = 0;
   auto r = dyn_cast<RankedTensorType>(t);
   return r && kiln::checkedTypeBytes(r, bytes) ? bytes : 0;
-}
-
-std::string argName(func::FuncOp f, unsigned i) {
-  if (auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name"))
-    return n.getValue().str();
-  return "arg" + std::to_string(i);
 }
 
 struct PipelineStagesPass
