@@ -1006,11 +1006,24 @@ bool kiln::compileONNXToTraining(const std::string &path,
   for (size_t r = 0; r < stepFuncs.size(); ++r) {
     if (failed(exportPlan(*module, stepFuncs[r], params, stagePlans[r])))
       return fail("plan");
+    if (auto rc = module->lookupSymbol<func::FuncOp>(stepFuncs[r])
+                      ->getAttrOfType<DictionaryAttr>(KilnDialect::getRecomputeAttrName())) {
+      auto get = [&](StringRef k) {
+        auto i = rc.getAs<IntegerAttr>(k);
+        return i ? i.getInt() : 0;
+      };
+      result.recomputeSummary.push_back(llvm::formatv(
+          "@{0}: {1} activations recomputed in backward ({2:F1} MFLOP per "
+          "step); live intermediates {3:F2} -> {4:F2} MiB (estimate)",
+          stepFuncs[r], get("activations"), get("flops") / 1e6,
+          get("peak_before") / 1048576.0, get("peak_after") / 1048576.0));
+    }
     if (auto a = module->lookupSymbol<func::FuncOp>(stepFuncs[r])
                      ->getAttrOfType<IntegerAttr>(
                          krt::KRTDialect::getArenaBytesAttrName()))
     {
       result.trainArenaBytes = std::max<int64_t>(result.trainArenaBytes, a.getInt());
+      result.stageArenaBytes.push_back(a.getInt());
       // The budget holds for the arena the assignment placed, not only for
       // the recompute pass's estimate of it.
       const double mib = (double)a.getInt() / (1024.0 * 1024.0);

@@ -765,7 +765,16 @@ int main(int argc, char **argv) {
         (long long)(opts.tp > 1 ? opts.tp : opts.ep), r.rankParamBytes / 1048576.0,
         r.modelParamBytes / 1048576.0);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.1f MiB, compiled in %.1f s)\n",
-                               out.c_str(), r.trainArenaBytes / 1048576.0, secs);
+  for (const std::string &line : r.recomputeSummary)
+    llvm::errs() << "kiln-compile: recompute: " << line << "\n";
+  std::string stages;
+  if (r.stageArenaBytes.size() > 1) {
+    stages = "; per stage";
+    for (int64_t b : r.stageArenaBytes)
+      stages += llvm::formatv(" {0:F2}", b / 1048576.0).str();
+  }
+  llvm::errs() << llvm::format("kiln-compile: wrote %s (train arena %.2f MiB%s, compiled in %.1f s)\n",
+                               out.c_str(), r.trainArenaBytes / 1048576.0, stages.c_str(),
+                               secs);
   return 0;
 }

@@ -195,6 +195,10 @@ struct TrainCompileResult {
   /// Warnings to show (one line each), e.g. a --shard that matches nothing.
   std::vector<std::string> warnings;
   int64_t trainArenaBytes = 0;
+  /// Each step program's arena (one per pipeline rank; one without pp).
+  std::vector<int64_t> stageArenaBytes;
+  /// With --recompute / --memory-budget: one line per step program.
+  std::vector<std::string> recomputeSummary;
   /// Parameter bytes of one rank's plan and of the whole model (they
   /// differ under tensor parallelism and ZeRO-3).
   int64_t rankParamBytes = 0, modelParamBytes = 0;

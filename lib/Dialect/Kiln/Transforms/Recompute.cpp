@@ -199,85 +199,144 @@ public:
     return at;
   }
 
-  /// The estimated peak bytes of live intermediates with `cloned` recomputed.
-  int64_t peak(const llvm::DenseSet<Value> &cloned) const {
-    llvm::DenseMap<Value, int64_t> at = placeClones(cloned);
-    // Positions: op i at 2i + 1, a clone placed before op i at 2i.
-    const int64_t last = 2 * end + 2;
-    // A value's bytes are its view root's; [start, stop] per root (an
-    // original or a clone: key (value, isClone)).
-    llvm::DenseMap<std::pair<Value, unsigned>, std::pair<int64_t, int64_t>> span;
-    auto rootOf = [&](Value v, bool clone) {
+  /// Where each cloned op goes: before the earliest placement of its
+  /// cloned results (one copy of the op serves them all).
+  llvm::DenseMap<Operation *, int64_t>
+  placeOps(const llvm::DenseMap<Value, int64_t> &at) const {
+    llvm::DenseMap<Operation *, int64_t> out;
+    for (auto [v, p] : at) {
+      auto [it, fresh] = out.try_emplace(v.getDefiningOp(), p);
+      it->second = std::min(it->second, p);
+    }
+    return out;
+  }
+
+  struct Estimate {
+    int64_t peak = 0;   // bytes
+    double area = 0;    // bytes x time live, for ties
+  };
+  /// The live intermediates with `cloned` recomputed: their peak bytes.
+  /// As --kiln-assign-buffers places them: a value lives from its op to its
+  /// last reader, a view shares its source's bytes, an in-place
+  /// elementwise op's result takes the bytes of an input of its type that
+  /// dies there (unless another input reads them too).
+  Estimate estimate(const llvm::DenseSet<Value> &cloned) const {
+    llvm::DenseMap<Operation *, int64_t> opAt = placeOps(placeClones(cloned));
+    // Times: op i at i W + W - 1; the copies placed before op p at
+    // p W + 1 + (their op's index), in forward order, as apply emits them.
+    const int64_t W = end + 2, last = (end + 1) * W;
+    using Key = std::pair<Value, unsigned>; // a value, or its copy (1)
+    auto rootOf = [&](Value v, bool clone) -> Key {
       while (auto r = dyn_cast_or_null<kiln::ReshapeOp>(v.getDefiningOp())) {
         Value in = r.getInput();
         clone = clone && cloned.count(in);
         v = in;
       }
-      return std::make_pair(v, unsigned(clone));
+      return {v, unsigned(clone)};
     };
-    auto touch = [&](Value v, bool clone, int64_t t) {
-      if (free(v))
+    // The ops as they will run: the originals and the copies.
+    struct Run {
+      int64_t t;
+      Operation *op;
+      SmallVector<Key> ins, outs;
+    };
+    std::vector<Run> runs;
+    for (Operation &op : body) {
+      Run r{pos.lookup(&op) * W + W - 1, &op, {}, {}};
+      for (Value v : op.getResults())
+        r.outs.push_back(rootOf(v, false));
+      for (Value u : op.getOperands()) // a backward reader reads the copy
+        r.ins.push_back(rootOf(u, cloned.count(u) && backward.count(&op)));
+      runs.push_back(std::move(r));
+    }
+    for (auto [op, p] : opAt) {
+      Run r{p * W + 1 + pos.lookup(op), op, {}, {}};
+      for (Value v : op->getResults())
+        r.outs.push_back(rootOf(v, cloned.count(v) > 0));
+      for (Value u : op->getOperands())
+        r.ins.push_back(rootOf(u, cloned.count(u) > 0));
+      runs.push_back(std::move(r));
+    }
+    llvm::sort(runs, [](const Run &a, const Run &b) { return a.t < b.t; });
+    // [first, last] per root; a returned value lives to the end.
+    llvm::DenseMap<Key, std::pair<int64_t, int64_t>> span;
+    auto touch = [&](Key k, int64_t t) {
+      if (free(k.first))
         return;
-      auto key = rootOf(v, clone);
-      if (free(key.first))
-        return;
-      auto [it, fresh] = span.try_emplace(key, t, t);
+      auto [it, fresh] = span.try_emplace(k, t, t);
       it->second.first = std::min(it->second.first, t);
       it->second.second = std::max(it->second.second, t);
     };
-    for (Operation &op : body) {
-      int64_t t = 2 * pos.lookup(&op) + 1;
-      bool ret = isa<func::ReturnOp>(op);
-      for (Value r : op.getResults())
-        touch(r, false, t);
-      for (Value u : op.getOperands()) {
-        // A backward reader of a cloned value reads the clone.
-        bool clone = cloned.count(u) && backward.count(&op);
-        touch(u, clone, ret ? last : t);
+    for (const Run &r : runs) {
+      bool ret = isa<func::ReturnOp>(r.op);
+      for (Key k : r.outs)
+        touch(k, r.t);
+      for (Key k : r.ins)
+        touch(k, ret ? last : r.t);
+    }
+    // In place: the result joins an input that dies at the op.
+    llvm::DenseMap<Key, Key> joined; // root -> its class's leader
+    auto leader = [&](Key k) {
+      while (true) {
+        auto it = joined.find(k);
+        if (it == joined.end())
+          return k;
+        k = it->second;
+      }
+    };
+    for (const Run &r : runs) {
+      if (!r.op->hasTrait<kiln::trait::InPlaceElementwise>() || r.outs.size() != 1)
+        continue;
+      Key out = r.outs[0];
+      if (free(out.first) || out.first.getDefiningOp() != r.op || !span.count(out))
+        continue;
+      for (auto [k, in] : llvm::zip(r.ins, r.op->getOperands())) {
+        if (free(k.first) || in.getType() != r.op->getResult(0).getType())
+          continue;
+        Key lead = leader(k);
+        if (lead == leader(out) || span.lookup(lead).second != r.t)
+          continue;
+        if (llvm::count_if(r.ins, [&](Key o) { return !free(o.first) && leader(o) == lead; }) > 1)
+          continue;
+        auto &a = span[lead];
+        auto b = span.lookup(out);
+        a.first = std::min(a.first, b.first);
+        a.second = std::max(a.second, b.second);
+        span.erase(out);
+        joined[out] = lead;
+        break;
       }
     }
-    for (auto [v, p] : at) {
-      int64_t t = 2 * p;
-      touch(v, true, t);
-      for (Value u : v.getDefiningOp()->getOperands())
-        touch(u, cloned.count(u) > 0, t);
-    }
     std::vector<std::pair<int64_t, int64_t>> events; // time, +/- bytes
-    for (auto &[key, s] : span) {
+    Estimate e;
+    for (auto &[key, sp] : span) {
       int64_t b = bytesOf(key.first);
-      events.push_back({s.first, b});
-      events.push_back({s.second + 1, -b});
+      events.push_back({sp.first, b});
+      events.push_back({sp.second + 1, -b});
+      e.area += (double)b * (double)(sp.second + 1 - sp.first) / (double)W;
     }
     llvm::sort(events, [](auto &a, auto &b) {
       return a.first < b.first || (a.first == b.first && a.second < b.second);
     });
-    int64_t live = 0, most = 0;
+    int64_t live = 0;
     for (auto [t, b] : events) {
       live += b;
-      most = std::max(most, live);
+      e.peak = std::max(e.peak, live);
     }
-    return most;
+    return e;
   }
 
   /// Clones `cloned`'s ops before their first backward readers and points
   /// those readers at the copies.
   void apply(const llvm::DenseSet<Value> &cloned) {
-    llvm::DenseMap<Value, int64_t> at = placeClones(cloned);
+    llvm::DenseMap<Operation *, int64_t> opAt = placeOps(placeClones(cloned));
     SmallVector<Operation *> ops;
     for (Operation &op : body)
       ops.push_back(&op);
-    // Ops to clone, in their forward order, grouped by placement.
-    llvm::DenseSet<Operation *> seen;
+    // The copies before each op in forward order, as estimate assumes.
     SmallVector<std::pair<int64_t, Operation *>> todo;
-    for (auto [v, p] : at)
-      if (seen.insert(v.getDefiningOp()).second)
-        todo.push_back({0, v.getDefiningOp()});
-    for (auto &[p, op] : todo) {
-      p = end;
-      for (Value r : op->getResults())
-        if (auto it = at.find(r); it != at.end())
-          p = std::min(p, it->second);
-    }
+    for (auto [op, p] : opAt)
+      todo.push_back({p, op});
     llvm::sort(todo, [&](auto &a, auto &b) {
       return a.first < b.first ||
              (a.first == b.first && pos.lookup(a.second) < pos.lookup(b.second));
@@ -346,40 +405,34 @@ struct RecomputePass : public kiln::impl::KilnRecomputePassBase<RecomputePass> {
     }
     llvm::stable_sort(pool, [](const Pick &x, const Pick &y) { return x.perByte < y.perByte; });
 
-    const int64_t before = a.peak({});
+    const StepAnalysis::Estimate before = a.estimate({});
     SmallVector<Value> chosen;
     llvm::DenseSet<Value> cloned;
-    int64_t now = before;
+    StepAnalysis::Estimate now = before;
     const int64_t budget = (int64_t)(budgetMb * kMiB);
-    if (budget > 0) {
-      // Cheapest first, each kept only if it lowers the peak.
-      for (const Pick &p : pool) {
-        if (now <= budget)
-          break;
-        chosen.push_back(p.v);
-        llvm::DenseSet<Value> c = a.closure(chosen);
-        int64_t next = a.peak(c);
-        if (next < now) {
-          now = next;
-          cloned = std::move(c);
-        } else {
-          chosen.pop_back();
-        }
+    // Cheapest first; each kept when it does not raise the peak and
+    // shortens what is live (a copy placed where the forward value was
+    // still live anyway frees nothing).
+    for (const Pick &p : pool) {
+      if (budget > 0 && now.peak <= budget)
+        break;
+      chosen.push_back(p.v);
+      llvm::DenseSet<Value> c = a.closure(chosen);
+      StepAnalysis::Estimate next = a.estimate(c);
+      if (next.peak <= now.peak && next.area < now.area) {
+        now = next;
+        cloned = std::move(c);
+      } else {
+        chosen.pop_back();
       }
-      if (now > budget) {
-        return f.emitOpError(llvm::formatv(
-                   "--memory-budget {0:F2} MiB is below the smallest peak "
-                   "recompute reaches: {1:F2} MiB of live intermediates "
-                   "(without recompute {2:F2} MiB)",
-                   (double)budgetMb, now / kMiB, before / kMiB)
-                   .str());
-      }
-    } else {
-      for (const Pick &p : pool)
-        chosen.push_back(p.v);
-      cloned = a.closure(chosen);
-      now = cloned.empty() ? before : a.peak(cloned);
     }
+    if (budget > 0 && now.peak > budget)
+      return f.emitOpError(llvm::formatv(
+                 "--memory-budget {0:F2} MiB is below the smallest peak "
+                 "recompute reaches: {1:F2} MiB of live intermediates "
+                 "(without recompute {2:F2} MiB)",
+                 (double)budgetMb, now.peak / kMiB, before.peak / kMiB)
+                 .str());
     int64_t flops = a.flops(cloned);
     if (!cloned.empty())
       a.apply(cloned);
@@ -394,10 +447,10 @@ struct RecomputePass : public kiln::impl::KilnRecomputePassBase<RecomputePass> {
                                                     flops)),
                     NamedAttribute(StringAttr::get(f.getContext(), "peak_before"),
                                    IntegerAttr::get(IntegerType::get(f.getContext(), 64),
-                                                    before)),
+                                                    before.peak)),
                     NamedAttribute(StringAttr::get(f.getContext(), "peak_after"),
                                    IntegerAttr::get(IntegerType::get(f.getContext(), 64),
-                                                    now))}));
+                                                    now.peak))}));
     return success();
   }
 };

@@ -69,3 +69,21 @@ func.func @train_step(%x: tensor<4x8xf32> {onnx.name = "x"},
   %l = kiln.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x2xf32>) -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<8x2xf32>
 }
+
+// -----
+
+// Each microbatch's dropout draws its own masks: microbatch m's copy takes
+// stream seed + m x 4 (4: past every stream of the step), not the first
+// microbatch's masks again.
+// CHECK-LABEL: func.func @train_step
+// CHECK: kiln.dropout %{{.*}} {kiln.microbatch = 0 : i64, ratio = 5.000000e-01 : f32, seed = 3 : i64}
+// CHECK: kiln.dropout %{{.*}} {kiln.microbatch = 1 : i64, ratio = 5.000000e-01 : f32, seed = 7 : i64}
+func.func @train_step(%x: tensor<2x4xf32> {onnx.name = "x"},
+                      %w: tensor<4xf32> {kiln.param, kiln.role = "weight", onnx.name = "w"})
+    -> (tensor<f32> {kiln.loss, onnx.name = "loss"},
+        tensor<4xf32> {kiln.grad_of = 1 : i64, onnx.name = "w/grad"}) {
+  %y, %m = kiln.dropout %x {ratio = 0.5 : f32, seed = 3 : i64} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %l = kiln.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  %g = kiln.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
+  return %l, %g : tensor<f32>, tensor<4xf32>
+}

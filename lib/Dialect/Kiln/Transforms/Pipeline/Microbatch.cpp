@@ -139,6 +139,11 @@ LogicalResult MicrobatchPass::unroll(func::FuncOp f) {
   for (unsigned i : stateArgs)
     dependent.insert(f.getArgument(i));
   SmallVector<Operation *> copied;
+  // Dropout streams: the microbatches' copies take disjoint ones.
+  int64_t seedStreams = 1;
+  body.walk([&](kiln::DropoutOp d) {
+    seedStreams = std::max<int64_t>(seedStreams, (int64_t)d.getSeed() + 1);
+  });
   for (Operation &op : body.without_terminator()) {
     if (op.getNumRegions())
       return op.emitOpError("has regions; --kiln-microbatch copies "
@@ -201,6 +206,11 @@ LogicalResult MicrobatchPass::unroll(func::FuncOp f) {
     for (Operation *op : copied) {
       Operation *c = b.clone(*op, map);
       c->setAttr(kiln::KilnDialect::getMicrobatchAttrName(), tag);
+      // Each microbatch's dropout draws its own masks: stream seed + m S
+      // (S past every stream of the step), not the first microbatch's
+      // again.
+      if (auto d = dyn_cast<kiln::DropoutOp>(c))
+        d.setSeed((uint64_t)(d.getSeed() + mb * seedStreams));
     }
     SmallVector<Value> results;
     for (Value v : ret.getOperands())
