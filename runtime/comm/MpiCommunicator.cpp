@@ -284,6 +284,7 @@ private:
           inflight.push_back({req, std::move(p.st)});
       }
       answerProbe();
+      bool moved = !batch.empty();
       for (size_t i = 0; i < inflight.size();) {
         int flag = 0;
         int rc = MPI_Test(&inflight[i].req, &flag, MPI_STATUS_IGNORE);
@@ -291,10 +292,16 @@ private:
           complete(*inflight[i].st, rc == MPI_SUCCESS ? "" : mpiError(rc));
           inflight[i] = std::move(inflight.back());
           inflight.pop_back();
+          moved = true;
         } else {
           ++i;
         }
       }
+      // Polling for a blocked caller: when nothing completed, give the core
+      // to any other runnable thread first (with more ranks than cores, the
+      // rank being waited for), then test again.
+      if (!moved && !inflight.empty())
+        std::this_thread::yield();
     }
     if (probeReq_ != MPI_REQUEST_NULL) {
       MPI_Cancel(&probeReq_);
