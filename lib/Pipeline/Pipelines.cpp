@@ -247,10 +247,8 @@ bool kiln::compileONNXToTraining(const std::string &path,
       return failWith("mesh", "--mesh pp=" + std::to_string(opts.pp) + " with " +
                                   what + " is not supported yet");
     };
-    if (opts.tp > 1 || opts.ep > 1)
-      return notYet("tp or ep axes (pp x dp is)");
-    if (opts.zero > 0)
-      return notYet("--zero");
+    if (opts.ep > 1)
+      return notYet("an ep axis (pp x dp, pp x tp and pp x dp x tp are)");
     if (opts.pruneAt > 0 || opts.pruneChannels >= 0 || opts.pruneSparsity >= 0)
       return notYet("--prune");
     if (!opts.teacher.empty())

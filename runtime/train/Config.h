@@ -123,10 +123,11 @@ struct Config {
   /// The ranks that read different samples: dp x ep (the batch is split
   /// over both; a tp group reads the same samples).
   int64_t dataRanks() const { return dp * ep; }
-  /// The mesh has axes besides dp (ep, tp): ZeRO's blocks are then dp
-  /// blocks of each rank's split block, and checkpoints hold whole tensors
-  /// instead of ZeRO's shard files.
-  bool meshBeyondDp() const { return stageRanks() != dp; }
+  /// The mesh has axes besides dp (ep, tp, pp): ZeRO's blocks are then dp
+  /// blocks of each rank's split block (or of the whole tensor), gathered
+  /// over a stage's ranks, and checkpoints hold whole tensors instead of
+  /// ZeRO's shard files.
+  bool meshBeyondDp() const { return stageRanks() != dp || pp > 1; }
   std::string loss;         // cross-entropy | mse | output
   std::string logits, labels;
   std::optional<int64_t> numClasses, ignoreIndex;

@@ -400,6 +400,12 @@ int runTraining(int argc, char **argv) {
       dpComm = groups.back().get();
     }
   }
+  // A pipeline stage's ranks (dp x tp of one stage), for gathering its
+  // split parameters whole.
+  std::unique_ptr<comm::Communicator> stageComm;
+  if (config.pp > 1 && config.stageRanks() > 1)
+    stageComm = world.split((int)(rank / config.stageRanks()),
+                            (int)(rank % config.stageRanks()), "stage");
   if (config.dp > 1)
     hierarchical = comm::makeHierarchical(*dpComm, (int)opt.ranksPerNode);
   collectives.addAxis("dp", hierarchical ? *hierarchical : *dpComm);
@@ -770,9 +776,12 @@ int runTraining(int argc, char **argv) {
     std::string err;
     if (!program->getParam(name, block, err))
       fail(err);
-    std::vector<char> all(block.bytes() * (size_t)world.size());
-    world.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
-                    block.dtype())
+    // A pipeline stage's ranks hold its parameters: they gather among
+    // themselves.
+    comm::Communicator &over = stageComm ? *stageComm : world;
+    std::vector<char> all(block.bytes() * (size_t)over.size());
+    over.allGather(block.data(), all.data(), (size_t)block.desc().numel(),
+                   block.dtype())
         .wait();
     return all;
   };
@@ -783,17 +792,18 @@ int runTraining(int argc, char **argv) {
   const bool zeroOnMesh = !config.sharded.empty() && config.meshBeyondDp();
   auto gatherSharded = [&](std::map<std::string, std::string> *stageRoles = nullptr) {
     std::map<std::string, rt::HostTensor> whole;
-    // A pipeline: every stage's parameters, from its first rank to rank 0.
-    if (config.pp > 1)
-      gatherStages(world, *program, config, whole, stageRoles);
     rt::HostTensor block;
+    rt::TensorDesc have;
     for (const auto &[name, spec] : config.split) {
-      if (config.sharded.count(name))
+      // (A pipeline stage joins its own split parameters.)
+      if (config.sharded.count(name) || !program->getParamDesc(name, have))
         continue;
       std::vector<char> all = gatherBlocks(name, block);
       whole[name] = joinBlocks(all.data(), block.bytes(), block.dtype(), spec, config);
     }
     for (const auto &[name, shape] : config.sharded) {
+      if (!program->getParamDesc(name, have))
+        continue; // another pipeline stage's
       std::vector<char> all = gatherBlocks(name, block);
       if (!zeroOnMesh) {
         whole[name] = wholeOf(all.data(), block.dtype(), shape);
@@ -803,8 +813,10 @@ int runTraining(int argc, char **argv) {
       const size_t inner = (size_t)(config.ep * config.tp);
       rt::TensorDesc localDesc{block.dtype(), shape};
       const size_t lb = localDesc.bytes();
-      std::vector<char> dpJoined(bb * (size_t)config.dp), locals(lb * (size_t)world.size());
-      for (int r = 0; r < world.size(); ++r) {
+      // (A pipeline stage's ranks: the stage's dp x ep x tp.)
+      const int span = (int)config.stageRanks();
+      std::vector<char> dpJoined(bb * (size_t)config.dp), locals(lb * (size_t)span);
+      for (int r = 0; r < span; ++r) {
         // The ranks of r's dp group (same place on the other axes), in dp order.
         for (int64_t d = 0; d < config.dp; ++d)
           std::memcpy(dpJoined.data() + (size_t)d * bb,
@@ -817,6 +829,10 @@ int runTraining(int argc, char **argv) {
                         ? wholeOf(locals.data(), block.dtype(), shape)
                         : joinBlocks(locals.data(), lb, block.dtype(), sp->second, config);
     }
+    // A pipeline: every stage's parameters (split and sharded ones whole),
+    // from its first rank to rank 0.
+    if (config.pp > 1)
+      gatherStages(world, *program, config, whole, stageRoles);
     return whole;
   };
   // ZeRO checkpoints: every rank writes its shard file (CheckpointRanks).

@@ -26,12 +26,16 @@ void putU64(std::string &out, uint64_t v) {
 
 // Per tensor: u64 name length, the name, u64 role length, the role, u64
 // dtype name length, the dtype name, u64 rank, rank x i64 dims, u64 byte count, the bytes.
-std::string packTensors(const rt::Program &program) {
+std::string packTensors(const rt::Program &program,
+                        const std::map<std::string, rt::HostTensor> *whole) {
   std::string out;
   std::string err;
   for (const std::string &name : program.paramNames()) {
     rt::HostTensor t;
-    if (!program.getParam(name, t, err))
+    if (auto w = whole ? whole->find(name) : decltype(whole->end())();
+        whole && w != whole->end())
+      t = w->second; // a split parameter, joined
+    else if (!program.getParam(name, t, err))
       fail("pipeline: " + err);
     const char *dt = rt::dtypeName(t.dtype());
     const std::string role = program.paramRole(name);
@@ -126,7 +130,7 @@ void gatherStages(comm::Communicator &world, const rt::Program &program,
         fail("pipeline: stage " + std::to_string(s) + "'s parameters: " + err);
     }
   } else if (rank % stageRanks == 0) {
-    std::string bytes = packTensors(program);
+    std::string bytes = packTensors(program, &whole);
     uint64_t size = bytes.size();
     world.send(&size, 1, rt::DType::U64, 0, kSizeTag).wait();
     if (size)

@@ -22,7 +22,9 @@
 namespace kiln::train {
 
 /// Collective over `world` (every rank calls it): on rank 0, `whole` gains
-/// every parameter of the other stages' plans, by name, and `roles` (if
+/// every parameter of the other stages' plans, by name (the other ranks'
+/// entries of `whole`, their split parameters joined, replace their
+/// blocks), and `roles` (if
 /// given) their plan roles ("weight", "optimizer", ...); on the other ranks
 /// both are unchanged. Fails (kiln::train::fail) on a damaged transfer.
 void gatherStages(comm::Communicator &world, const rt::Program &program,
@@ -31,7 +33,9 @@ void gatherStages(comm::Communicator &world, const rt::Program &program,
 
 /// The record of named tensors gatherStages sends, and its inverse (which
 /// bounds-checks everything it reads: false with `err` on a damaged one).
-std::string packTensors(const rt::Program &program);
+/// `whole` (if given) replaces the parameters it names (split ones, joined).
+std::string packTensors(const rt::Program &program,
+                        const std::map<std::string, rt::HostTensor> *whole = nullptr);
 bool unpackTensors(const std::string &bytes,
                    std::map<std::string, rt::HostTensor> &out,
                    std::map<std::string, std::string> *roles, std::string &err);

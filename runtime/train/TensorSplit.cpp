@@ -75,7 +75,8 @@ rt::HostTensor joinBlocks(const void *blocks, size_t blockBytes, rt::DType dtype
   const char *src = static_cast<const char *>(blocks);
   // Ranks that hold the same block (the dp replicas of a tp block) write
   // the same bytes.
-  for (int r = 0; r < (int)config.ranks(); ++r) {
+  // (One pipeline stage's ranks: the same places on every stage.)
+  for (int r = 0; r < (int)config.stageRanks(); ++r) {
     std::vector<int64_t> local, offset;
     blockPlace(spec, meshPositionOf(config, r), local, offset, "a tensor");
     rt::TensorDesc d{dtype, local};

@@ -170,7 +170,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab=64, block_size=16, n_layer=2, n_head=2,
-                 d_model=32, dropout=0.1):
+                 d_model=32, dropout=0.1, tied=False):
         super().__init__()
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(block_size, d_model)
@@ -180,6 +180,8 @@ class GPT(nn.Module):
              for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
+        if tied:  # the LM head reads the token embedding (GPT-2's tying)
+            self.head.weight = self.tok_emb.weight
 
     def forward(self, idx):
         B, T = idx.size()

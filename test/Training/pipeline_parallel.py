@@ -8,7 +8,11 @@
 #     program, exchanging activations and gradients by send/recv, compute
 #     the 1-rank run's losses and final weights (1e-5 relative, 1e-5) for
 #     every schedule (gpipe, 1f1b, interleaved with 2 chunks per rank, zb)
-#     on the MLP at pp=2 and the GPT at pp=2 and pp=4, and pp=2,dp=2;
+#     on the MLP at pp=2 and the GPT at pp=2 and pp=4, and pp=2,dp=2,
+#     pp=2,tp=2 (the MLP annotated, the GPT with --tp megatron) and
+#     pp=2,dp=2,tp=2 (8 ranks), ZeRO-1 and ZeRO-3 over dp at pp=2,dp=2 and
+#     ZeRO-1 at pp=2,dp=2,tp=2;
+#   - checkpoints hold the whole model and resume across meshes;
 #   - --stage-boundaries pins the cut by ONNX value name;
 #   - bad input: more stages than ops, a boundary that does not exist or
 #     does not cut the graph, microbatches that do not divide the batch,
@@ -34,6 +38,8 @@ from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
 STEPS = 8
+# The MLP's tensor-parallel annotations: fc1 column-parallel, fc2 row-parallel.
+MLP_SHARD = ["--shard", "fc1.weight=tp,-", "--shard", "fc2.weight=-,tp"]
 SAMPLES = 64
 FAILED = []
 
@@ -117,7 +123,15 @@ def checkpoints(args, w):
         for label, ranks, mesh in (("1 rank", 1, []), ("dp=2", 2, ["--mesh", "dp=2"]),
                                    ("pp=%d" % pp, pp, ["--mesh", "pp=%d" % pp] + extra),
                                    ("pp=2,dp=2", 4, ["--mesh", "pp=2,dp=2",
-                                                     "--microbatches", "2"])):
+                                                     "--microbatches", "2"]),
+                                   ("pp=2,tp=2", 4, ["--mesh", "pp=2,tp=2",
+                                                     "--microbatches", "4"] + MLP_SHARD),
+                                   ("pp=2,dp=2 --zero 1", 4, ["--mesh", "pp=2,dp=2",
+                                                              "--microbatches", "2",
+                                                              "--zero", "1"]),
+                                   ("pp=2,dp=2 --zero 3", 4, ["--mesh", "pp=2,dp=2",
+                                                              "--microbatches", "2",
+                                                              "--zero", "3"])):
             if name == "gpt" and label not in ("1 rank", "pp=4"):
                 continue
             exe = os.path.join(w, "%s-ck-%s" % (name, label.replace(" ", "").replace(",", "-")))
@@ -146,10 +160,32 @@ def checkpoints(args, w):
             ok, why = resume(exe, ranks, data, src, "%s-pp-on-%s" % (name, label), ref_l[half:])
             check(ok, "%s: a pp=%d checkpoint resumes on %s with the uninterrupted losses (%s)"
                   % (name, pp, label, why))
-        ok, why = resume(pipe[0], pp, data, os.path.join(w, name + "-ck1"),
-                         "%s-1-on-pp" % name, ref_l[half:])
-        check(ok, "%s: a 1-rank checkpoint resumes on pp=%d with the uninterrupted losses (%s)"
-              % (name, pp, why))
+        targets = [("pp=%d" % pp, pipe)] + ([("pp=2,tp=2", exes["pp=2,tp=2"])]
+                                             if "pp=2,tp=2" in exes else [])
+        for label, (exe, ranks) in targets:
+            ok, why = resume(exe, ranks, data, os.path.join(w, name + "-ck1"),
+                             "%s-1-on-%s" % (name, label), ref_l[half:])
+            check(ok, "%s: a 1-rank checkpoint resumes on %s with the uninterrupted losses "
+                  "(%s)" % (name, label, why))
+        # A pp=2,tp=2 checkpoint (the split tensors joined) and a ZeRO one
+        # (the dp blocks joined) hold the whole tensors and resume on 1
+        # rank; the ZeRO-1 one also on ZeRO-3.
+        for label, tag, also in (("pp=2,tp=2", "ck3", None),
+                                 ("pp=2,dp=2 --zero 1", "ckz", "pp=2,dp=2 --zero 3")):
+            if label not in exes:
+                continue
+            t3, err3 = ckpt(exes[label][0], 4, data, os.path.join(w, name + "-" + tag), half)
+            same = t3 is not None and sorted(t1) == sorted(t3) and \
+                all(t1[k].shape == t3[k].shape for k in t1)
+            check(same, "%s %s checkpoint holds the 1-rank checkpoint's tensors whole"
+                  % (name, label), err3)
+            if not same:
+                continue
+            for on, (exe, ranks) in [("1 rank", one)] + ([(also, exes[also])] if also else []):
+                ok, why = resume(exe, ranks, data, os.path.join(w, name + "-" + tag),
+                                 "%s-%s-on-%d" % (name, tag, ranks), ref_l[half:])
+                check(ok, "%s: a %s checkpoint resumes on %s with the uninterrupted losses "
+                      "(%s)" % (name, label, on, why))
 
 
 def main():
@@ -198,7 +234,18 @@ def main():
                       ("pp=2 zb M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
                                           "--schedule", "zb"]),
                       ("pp=2,dp=2 1f1b M=2", 4, ["--mesh", "pp=2,dp=2",
-                                                 "--microbatches", "2"])]
+                                                 "--microbatches", "2"]),
+                      ("pp=2,tp=2 1f1b M=4", 4, ["--mesh", "pp=2,tp=2", "--microbatches",
+                                                 "4"] + MLP_SHARD),
+                      ("pp=2,dp=2,tp=2 1f1b M=2 (8 ranks)", 8,
+                       ["--mesh", "pp=2,dp=2,tp=2", "--microbatches", "2"] + MLP_SHARD),
+                      ("pp=2,dp=2 --zero 1 M=2", 4, ["--mesh", "pp=2,dp=2", "--microbatches",
+                                                     "2", "--zero", "1"]),
+                      ("pp=2,dp=2 --zero 3 M=2", 4, ["--mesh", "pp=2,dp=2", "--microbatches",
+                                                     "2", "--zero", "3"]),
+                      ("pp=2,dp=2,tp=2 --zero 1 M=2 (8 ranks)", 8,
+                       ["--mesh", "pp=2,dp=2,tp=2", "--microbatches", "2", "--zero", "1"]
+                       + MLP_SHARD)]
         else:
             cases += [("pp=2 1f1b M=4", 2, ["--mesh", "pp=2", "--microbatches", "4"]),
                       ("pp=4 1f1b M=8", 4, ["--mesh", "pp=4", "--microbatches", "8"]),
@@ -210,7 +257,9 @@ def main():
                                           "--schedule", "zb"]),
                       ("pp=2 interleaved V=2 M=4", 2,
                        ["--mesh", "pp=2", "--microbatches", "4", "--schedule",
-                        "interleaved", "--virtual-stages", "2"])]
+                        "interleaved", "--virtual-stages", "2"]),
+                      ("pp=2,tp=2 --tp megatron M=4", 4,
+                       ["--mesh", "pp=2,tp=2", "--microbatches", "4", "--tp", "megatron"])]
         for k, (label, ranks, extra) in enumerate(cases):
             exe = os.path.join(w, "%s-%d" % (name, k))
             r = compile_exe(args, onnx_path, exe, flags + extra)
@@ -300,7 +349,7 @@ def main():
     refused("microbatches that do not divide the batch",
             ["--mesh", "pp=2", "--microbatches", "3"], "does not divide the batch")
     refused("--schedule without pp", ["--schedule", "gpipe"], "needs --mesh pp=S")
-    refused("pp with --zero", ["--mesh", "pp=2,dp=2", "--zero", "1"], "not supported yet")
+    refused("pp with ep", ["--mesh", "pp=2,ep=2", "--microbatches", "2"], "not supported yet")
     refused("interleaved with M not a multiple of S",
             ["--mesh", "pp=2", "--microbatches", "1", "--schedule", "interleaved",
              "--virtual-stages", "2", "--emit", "schedule"], "multiple")

@@ -102,6 +102,9 @@ struct PipelinePass : public kiln::dist::impl::KilnPipelinePassBase<PipelinePass
   rt::PipelineSchedule plan;
   llvm::DenseMap<Operation *, Place> places;
   llvm::DenseMap<Value, int64_t> argStage; // parameters: their stage
+  /// Parameters several stages read (tied weights): those stages. The
+  /// parameter's stage is the last; the others receive its update.
+  llvm::DenseMap<Value, std::set<int64_t>> tiedStages;
   int64_t rankOf(int64_t stage) const { return stage < 0 ? -1 : stage % stages; }
 };
 
@@ -109,21 +112,36 @@ struct PipelinePass : public kiln::dist::impl::KilnPipelinePassBase<PipelinePass
 LogicalResult PipelinePass::place(func::FuncOp f) {
   Block &body = f.getBody().front();
   const int64_t modelStages = stages * virtualStages;
-  // The parameters' stages: the tagged ops that read them.
+  // The parameters' stages: the tagged ops that read them, directly or
+  // through untagged ops a later pass put between (tensor parallelism's
+  // slice of a whole parameter to its block).
   for (BlockArgument a : f.getArguments()) {
     if (!kiln::isParam(f, a.getArgNumber()))
       continue;
     std::optional<int64_t> s;
-    for (Operation *u : a.getUsers())
-      if (auto t = u->getAttrOfType<IntegerAttr>(KilnDialect::getStageAttrName())) {
-        if (s && *s != t.getInt())
-          return f.emitOpError("parameter '")
-                 << f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "onnx.name")
-                 << "' is read by pipeline stages " << *s << " and "
-                 << t.getInt() << " (tied weights across stages are not "
-                 << "supported yet)";
-        s = t.getInt();
+    SmallVector<Operation *> work(a.getUsers().begin(), a.getUsers().end());
+    llvm::DenseSet<Operation *> seen;
+    while (!work.empty()) {
+      Operation *u = work.pop_back_val();
+      if (!seen.insert(u).second)
+        continue;
+      auto t = u->getAttrOfType<IntegerAttr>(KilnDialect::getStageAttrName());
+      if (!t) {
+        // Only ops that transform the parameter itself (one operand).
+        if (u->getNumOperands() == 1 && !isa<func::ReturnOp>(u))
+          for (Value r : u->getResults())
+            work.append(r.getUsers().begin(), r.getUsers().end());
+        continue;
       }
+      // Tied weights (read by several stages): each of them holds the
+      // parameter, the last updates it (the partial gradients summed
+      // there) and sends the new value to the others.
+      if (s && *s != t.getInt()) {
+        tiedStages[a].insert(*s);
+        tiedStages[a].insert(t.getInt());
+      }
+      s = s ? std::max(*s, t.getInt()) : t.getInt();
+    }
     if (s)
       argStage[a] = *s;
   }
@@ -244,6 +262,15 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
       returnedToAll.insert(v);
   }
 
+  // A tied parameter's update: returned by every rank of its stages too.
+  llvm::DenseMap<Value, std::set<int64_t>> updateTo;
+  for (unsigned r = 0; r < f.getNumResults(); ++r)
+    if (auto u = f.getResultAttrOfType<IntegerAttr>(r, KilnDialect::getUpdateAttrName()))
+      if (u.getInt() >= 0 && u.getInt() < (int64_t)f.getNumArguments())
+        if (auto it = tiedStages.find(f.getArgument(u.getInt())); it != tiedStages.end())
+          for (int64_t st : it->second)
+            updateTo[ret.getOperand(r)].insert(rankOf(st));
+
   // The transfers: (value, from rank, to rank), numbered in op order.
   struct Transfer {
     Value value;
@@ -266,6 +293,10 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
       }
       if (returnedToAll.contains(r))
         for (int64_t q = 0; q < S; ++q)
+          if (q != from)
+            to.insert(q);
+      if (auto it = updateTo.find(r); it != updateTo.end())
+        for (int64_t q : it->second)
           if (q != from)
             to.insert(q);
       for (int64_t q : to) {
@@ -324,7 +355,8 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
             // The other rank returns its own results (the loss: everyone).
             r.replaceUsesWithIf(recv.getResult(), [&](OpOperand &u) {
               return !isa<func::ReturnOp>(u.getOwner()) ||
-                     returnedToAll.contains(orig);
+                     returnedToAll.contains(orig) ||
+                     (updateTo.count(orig) && updateTo.lookup(orig).count(rank));
             });
           }
         }

@@ -18,10 +18,12 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNZEROPASS
@@ -443,13 +445,42 @@ static Value columns(OpBuilder &b, Location loc, Value rows, int64_t at,
       b, loc, RankedTensorType::get({dp * k}, t.getElementType()), c);
 }
 
+/// The pipeline stage a value belongs to (`kiln.stage` of the nearest
+/// tagged op it comes from, or, for a parameter, of a tagged reader); -1
+/// without pipeline tags. A bucket never mixes stages: its collective
+/// would run on one stage's ranks.
+static int64_t stageOf(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  auto tag = [](Operation *op) -> int64_t {
+    auto t = op->getAttrOfType<IntegerAttr>(kiln::KilnDialect::getStageAttrName());
+    return t ? t.getInt() : -1;
+  };
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (isa<BlockArgument>(x)) {
+      for (Operation *u : x.getUsers())
+        if (int64_t s = tag(u); s >= 0)
+          return s;
+      continue;
+    }
+    Operation *d = x.getDefiningOp();
+    if (int64_t s = tag(d); s >= 0)
+      return s;
+    work.append(d->getOperands().begin(), d->getOperands().end());
+  }
+  return -1;
+}
+
 void ZeroPass::bucketReduceScatters(Block &body) {
   // Stage 1 reduces every gradient before the first update reads one: the
   // reduce-scatters (one per parameter) become one, of the gradients'
   // blocks interleaved so that rank r's block of the bucket is its block
   // of every gradient, [g1 block r, g2 block r, ...]. Same reduction and
   // element type per bucket.
-  std::map<std::pair<int, std::string>, SmallVector<shard::ReduceScatterOp>> groups;
+  std::map<std::tuple<int64_t, int, std::string>, SmallVector<shard::ReduceScatterOp>> groups;
   for (Operation &op : body)
     if (auto rs = dyn_cast<shard::ReduceScatterOp>(op)) {
       auto t = cast<RankedTensorType>(rs.getInput().getType());
@@ -457,7 +488,7 @@ void ZeroPass::bucketReduceScatters(Block &body) {
       llvm::raw_string_ostream(elt) << t.getElementType();
       if (t.getRank() == 1 && rs.getGridAxes().size() == 1 &&
           t.getNumElements() * t.getElementTypeBitWidth() / 8 <= kBucketMaxBytes)
-        groups[{(int)rs.getReduction(), elt}].push_back(rs);
+        groups[{stageOf(rs.getInput()), (int)rs.getReduction(), elt}].push_back(rs);
     }
   for (auto &[key, members] : groups) {
     if (members.size() < 2)
@@ -511,7 +542,7 @@ void ZeroPass::bucketAllGathers(Block &body) {
   // ranges of its [dp, K] view give each weight back. The cut and reshape
   // that follow each gather move after it.
   Operation *term = body.getTerminator();
-  std::map<std::string, SmallVector<shard::AllGatherOp>> groups;
+  std::map<std::pair<int64_t, std::string>, SmallVector<shard::AllGatherOp>> groups;
   for (Operation &op : body)
     if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
       auto t = cast<RankedTensorType>(ag.getInput().getType());
@@ -538,7 +569,7 @@ void ZeroPass::bucketAllGathers(Block &body) {
       std::string elt;
       llvm::raw_string_ostream(elt) << t.getElementType();
       if (movable)
-        groups[elt].push_back(ag);
+        groups[{stageOf(ag.getInput()), elt}].push_back(ag);
     }
   for (auto &[key, members] : groups) {
     if (members.size() < 2)
