@@ -553,6 +553,7 @@ bool kiln::compileONNXToTraining(const std::string &path,
     KilnPipelineStagesPassOptions so;
     so.stages = modelStages;
     so.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
+    so.costs = opts.stageCosts;
     pm.addPass(createKilnPipelineStagesPass(so));
     if (failed(pm.run(*module)))
       return fail("pipeline");

@@ -82,6 +82,9 @@ public:
   std::vector<const void *> bound;
   std::vector<DeviceBuffer> staged;
   std::vector<Step> steps;
+  /// The steps whose kernels begin each run (Kernel::beginRun): a
+  /// pipeline's receives, which post themselves.
+  std::vector<size_t> beginSteps;
   ExecContext ctx;
 
   bool profile = false;
@@ -285,6 +288,9 @@ void ProgramImpl::build(const KernelRegistry &registry) {
     if (!st.kernel)
       throw Error(detail::stepLabel(s, ps) + ": the kernel factory made no kernel");
   }
+  for (size_t s = 0; s < plan.steps.size(); ++s)
+    if (plan.steps[s].kernel == "recv")
+      beginSteps.push_back(s);
   profile = profilingRequested();
   if (profile)
     stepSeconds.assign(steps.size(), 0.0);
@@ -312,6 +318,15 @@ void ProgramImpl::run(const std::vector<const HostTensor *> &inputs,
                       std::vector<HostTensor> &outputs) {
   bindInputs(inputs);
   size_t s = 0;
+  if (ctx.collectives) {
+    for (size_t b : beginSteps) {
+      try {
+        steps[b].kernel->beginRun(ctx);
+      } catch (const std::exception &e) {
+        throw Error(detail::stepLabel(b, plan.steps[b]) + ": " + oneLine(e.what()));
+      }
+    }
+  }
   std::map<std::string, HostTensor> *capture = gradientCapture;
   gradientCapture = nullptr;
   try {

@@ -433,16 +433,34 @@ std::unique_ptr<Kernel> makeSend(const KernelSpec &spec) {
   });
 }
 
+/// A receive posts itself when the run begins (Kernel::beginRun), so the
+/// peer's send lands while the steps before it compute.
+class RecvKernel final : public Kernel {
+public:
+  RecvKernel(const KernelSpec &spec)
+      : spec_(spec), d_(*spec.outputs[0]), axis_(meshAxis(spec)),
+        peer_(peerOf(spec)), tag_(spec.attrs.getInt("tag")) {}
+  void beginRun(ExecContext &ctx) override {
+    checkPeer(spec_, ctx, axis_, peer_);
+    ctx.collectives->postRecv(axis_, (int)peer_, (int)tag_, (size_t)d_.numel(),
+                              d_.dtype);
+  }
+  void run(ExecContext &ctx, const void *const *, void *const *out) override {
+    checkPeer(spec_, ctx, axis_, peer_);
+    ctx.collectives->recv(axis_, (int)peer_, (int)tag_, out[0], (size_t)d_.numel(),
+                          d_.dtype);
+  }
+
+private:
+  KernelSpec spec_; // for messages (its descs outlive the kernel)
+  TensorDesc d_;
+  std::string axis_;
+  int64_t peer_, tag_;
+};
+
 std::unique_ptr<Kernel> makeRecv(const KernelSpec &spec) {
   expectArity(spec, 0, 1);
-  const TensorDesc d = *spec.outputs[0];
-  const std::string axis = meshAxis(spec);
-  const int64_t peer = peerOf(spec), tag = spec.attrs.getInt("tag");
-  return make([=](ExecContext &ctx, const void *const *, void *const *out) {
-    checkPeer(spec, ctx, axis, peer);
-    ctx.collectives->recv(axis, (int)peer, (int)tag, out[0], (size_t)d.numel(),
-                          d.dtype);
-  });
+  return std::make_unique<RecvKernel>(spec);
 }
 
 } // namespace

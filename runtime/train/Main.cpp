@@ -400,6 +400,20 @@ int runTraining(int argc, char **argv) {
       dpComm = groups.back().get();
     }
   }
+  // A pipeline's receives are posted when the step begins, so activations
+  // and gradients move while the stage computes, when every rank's
+  // communication thread has a core of its own (it polls while receives
+  // are in flight); else each waits for its data where it runs, which is
+  // faster on oversubscribed cores. KILN_RECV_PREPOST=0|1 decides instead.
+  if (config.pp > 1) {
+    std::unique_ptr<comm::Communicator> node = world.splitShared("node");
+    const int64_t threads = opt.threads > 0 ? opt.threads : 1;
+    bool post = (int64_t)std::thread::hardware_concurrency() >=
+                (int64_t)node->size() * (threads + 1);
+    if (const char *e = std::getenv("KILN_RECV_PREPOST"))
+      post = std::string(e) != "0";
+    collectives.setPostReceives(post);
+  }
   // A pipeline stage's ranks (dp x tp of one stage), for gathering its
   // split parameters whole.
   std::unique_ptr<comm::Communicator> stageComm;

@@ -12,6 +12,7 @@
 #     pp=2,tp=2 (the MLP annotated, the GPT with --tp megatron) and
 #     pp=2,dp=2,tp=2 (8 ranks), ZeRO-1 and ZeRO-3 over dp at pp=2,dp=2 and
 #     ZeRO-1 at pp=2,dp=2,tp=2;
+#   - tied weights across stages (the GPT's embedding and LM head);
 #   - checkpoints hold the whole model and resume across meshes;
 #   - --stage-boundaries pins the cut by ONNX value name;
 #   - bad input: more stages than ops, a boundary that does not exist or
@@ -54,7 +55,12 @@ def check(ok, what, detail=""):
 def export(work, name):
     g = np.random.default_rng(3)
     torch.manual_seed(0)
-    if name == "mlp":
+    if name == "gpt_tied":  # the LM head reads the token embedding
+        model, in_name = em.GPT(dropout=0.0, tied=True), "idx"
+        x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
+        y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
+        flags = ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.05"]
+    elif name == "mlp":
         model, in_name = em.MLP(), "x"
         x = g.standard_normal((SAMPLES, 784)).astype(np.float32)
         y = g.integers(0, 10, size=(SAMPLES,)).astype(np.int64)
@@ -260,14 +266,23 @@ def main():
                         "interleaved", "--virtual-stages", "2"]),
                       ("pp=2,tp=2 --tp megatron M=4", 4,
                        ["--mesh", "pp=2,tp=2", "--microbatches", "4", "--tp", "megatron"])]
+        # The receives posted when the step begins (the default where each
+        # rank's communication thread has a core; not on this machine).
+        if name == "gpt":
+            cases += [("pp=4 zb M=8, receives posted early", 4,
+                       ["--mesh", "pp=4", "--microbatches", "8", "--schedule", "zb"]),
+                      ("pp=2 interleaved V=2 M=4, receives posted early", 2,
+                       ["--mesh", "pp=2", "--microbatches", "4", "--schedule",
+                        "interleaved", "--virtual-stages", "2"])]
         for k, (label, ranks, extra) in enumerate(cases):
             exe = os.path.join(w, "%s-%d" % (name, k))
             r = compile_exe(args, onnx_path, exe, flags + extra)
             if r.returncode:
                 check(False, "%s %s: compiles" % (name, label), r.stderr.strip())
                 continue
+            env = {"KILN_RECV_PREPOST": "1"} if "posted early" in label else None
             r = run(exe, ranks, base + ["--metrics", exe + ".jsonl",
-                                        "--export-onnx", exe + "-w.onnx"])
+                                        "--export-onnx", exe + "-w.onnx"], env=env)
             if r.returncode:
                 check(False, "%s %s: trains" % (name, label), r.stderr.strip()[-600:])
                 continue
@@ -287,6 +302,33 @@ def main():
     # on pp=2; a GPT pp=4 one on 1 rank. Each logs the uninterrupted run's
     # later losses.
     checkpoints(args, w)
+
+    # Tied weights across stages: the GPT whose LM head reads the token
+    # embedding, at pp=2 and pp=4 (the embedding on stage 0, the head on the
+    # last): both stages hold the weight, the last sums the partial
+    # gradients and sends the update to the first.
+    onnx_path, flags, data = export(w, "gpt_tied")
+    base = data + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
+    exe = os.path.join(w, "tied-pp4.mlir")
+    r = compile_exe(args, onnx_path, exe, flags + ["--mesh", "pp=4", "--microbatches", "4",
+                                                   "--emit", "mlir"])
+    text = open(exe).read() if r.returncode == 0 else ""
+    first = text[text.find("@train_step_pp0"):text.find("@train_step_pp1")]
+    last = text[text.find("@train_step_pp3"):]
+    check(r.returncode == 0 and '"tok_emb.weight"' in first and '"tok_emb.weight"' in last,
+          "gpt with tied embedding pp=4: stage 0 and stage 3 both hold tok_emb.weight",
+          r.stderr.strip())
+    for label, ranks, extra in (("pp=2 zb M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
+                                                    "--schedule", "zb"]),
+                                ("pp=4 1f1b M=4", 4, ["--mesh", "pp=4", "--microbatches",
+                                                      "4"])):
+        runs = train_pair(args, w, onnx_path, base, "gpt tied", "gpt-tied-" + str(ranks),
+                          flags, (label, ranks, extra))
+        if len(runs) == 2:
+            ok, why = close_losses(runs[1][0], runs[ranks][0])
+            ok2, why2 = close_weights(runs[1][1], runs[ranks][1])
+            check(ok and ok2, "gpt tied %s: losses and final weights match the 1-rank run"
+                  % label, why + "; " + why2)
 
     # --clip-grad-norm: the global norm's sum runs down the stages, the
     # coefficient comes back to each; pp=4 against the 1-rank clipped run.
@@ -331,6 +373,23 @@ def main():
           "--stage-boundaries /Relu_output_0: fc1 on stage 0, fc2 on stage 1",
           r.stderr.strip())
 
+    # --stage-costs: the 1-rank run's --profile trace (its kernels' times
+    # per ONNX node) balances the GPT's stages; the pipeline still computes
+    # the 1-rank run's losses.
+    onnx_path_g, flags_g, data_g = export(w, "gpt")
+    base_g = data_g + ["--steps", str(STEPS), "--seed", "7", "--log-every", "0"]
+    trace = os.path.join(w, "gpt-profile.json")
+    r = run(os.path.join(w, "gpt-ref"), 1, base_g + ["--profile", trace,
+                                                     "--profile-steps", "1:5"])
+    exe = os.path.join(w, "gpt-costs")
+    r = r if r.returncode else compile_exe(args, onnx_path_g, exe, flags_g + [
+        "--mesh", "pp=2", "--microbatches", "4", "--stage-costs", trace])
+    r = r if r.returncode else run(exe, 2, base_g + ["--metrics", exe + ".jsonl"])
+    ok, why = (close_losses(losses(os.path.join(w, "gpt-ref.jsonl")), losses(exe + ".jsonl"))
+               if r.returncode == 0 else (False, r.stderr.strip()[-400:]))
+    check(ok, "--stage-costs (a --profile trace) balances gpt pp=2; losses match the 1-rank "
+          "run (%s)" % why)
+
     # Bad input: one line, exit 1.
     def refused(what, extra, expect, model=onnx_path):
         r = compile_exe(args, model, os.path.join(w, "bad"), flags + extra)
@@ -349,6 +408,9 @@ def main():
     refused("microbatches that do not divide the batch",
             ["--mesh", "pp=2", "--microbatches", "3"], "does not divide the batch")
     refused("--schedule without pp", ["--schedule", "gpipe"], "needs --mesh pp=S")
+    refused("--stage-costs without pp", ["--stage-costs", "x.json"], "needs --mesh pp=S")
+    refused("--stage-costs that is no trace",
+            ["--mesh", "pp=2", "--stage-costs", os.path.join(w, "mlp_y.npy")], "is not JSON")
     refused("pp with ep", ["--mesh", "pp=2,ep=2", "--microbatches", "2"], "not supported yet")
     refused("interleaved with M not a multiple of S",
             ["--mesh", "pp=2", "--microbatches", "1", "--schedule", "interleaved",

@@ -17,10 +17,11 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMP_NUM_THREADS="1")
 
 
-def run(exe, ranks, argv, timeout=300):
+def run(exe, ranks, argv, timeout=300, env=None):
     cmd = ([exe] if ranks == 1 else
            ["mpirun", "--oversubscribe", "-np", str(ranks), exe]) + argv + ["--threads", "1"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True,
+                          env=dict(ENV, **(env or {})), timeout=timeout)
 
 
 def export_samples(work, name, model, in_name, x, y, batch):

@@ -128,6 +128,12 @@ cl::list<std::string> stageBoundaries(
     cl::desc("with --mesh pp=S: the ONNX values where stages 1..S-1 start "
              "(comma-separated, in order); default: stages balanced by cost"),
     cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(kilnCategory));
+cl::opt<std::string> stageCosts(
+    "stage-costs",
+    cl::desc("with --mesh pp=S: a kiln-train --profile trace (of any run of "
+             "the model) whose measured kernel times per ONNX node balance the "
+             "stages instead of the FLOPs and bytes estimates"),
+    cl::value_desc("TRACE.json"), cl::cat(kilnCategory));
 cl::opt<std::string> recompute(
     "recompute",
     cl::desc("activation recompute: selective rebuilds the activations that "
@@ -442,6 +448,11 @@ void parseArgs(int argc, char **argv, TrainCompileOptions &opts,
     die("--stage-boundaries cut the model into pipeline stages: it needs "
         "--mesh pp=S with S > 1");
   opts.stageBoundaries.assign(stageBoundaries.begin(), stageBoundaries.end());
+  if (!stageCosts.empty() && opts.pp < 2)
+    die("--stage-costs balances pipeline stages: it needs --mesh pp=S with S > 1");
+  if (!stageCosts.empty() && !stageBoundaries.empty())
+    die("--stage-costs and --stage-boundaries both choose the cuts: give one");
+  opts.stageCosts = stageCosts;
   if (recompute != "none" && recompute != "selective" && recompute != "full")
     die("--recompute must be none, selective or full, got '" + recompute + "'");
   opts.recompute = recompute;

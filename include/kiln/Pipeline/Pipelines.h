@@ -84,6 +84,9 @@ struct TrainCompileOptions {
   /// With pp > 1: the ONNX values the stages start at (--stage-boundaries,
   /// S - 1 names in order); empty: balanced by the ops' cost.
   std::vector<std::string> stageBoundaries;
+  /// With pp > 1: a kiln-train --profile trace whose kernel times per ONNX
+  /// node calibrate the stage balance (--stage-costs); empty: estimates.
+  std::string stageCosts;
   /// Activation recompute (--recompute, --memory-budget): none, selective
   /// or full (--kiln-recompute's modes), and the peak of live
   /// intermediates (the arena) each step program must fit in, MiB (0: none).

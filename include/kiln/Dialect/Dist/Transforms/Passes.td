@@ -56,7 +56,11 @@ def KilnPipelinePass : Pass<"kiln-pipeline", "mlir::ModuleOp"> {
     by the clipping coefficient) runs on the stage that gives it the most
     elements (a tie: the later stage), so that a parameter's update stays
     with it and the norm's sum runs down the stages in the 1-rank order.
-    An optimizer state argument goes where its reader does. A value one
+    An optimizer state argument goes where its reader does. A parameter
+    read by several stages (tied embeddings) is held by each of them: its
+    stage is the last, where the partial gradients are summed and the
+    update runs, and the new value is sent to the other stages, whose
+    programs return it as their update too. A value one
     rank computes and another reads becomes a `dist.send` after its
     producer and a `dist.recv` in the reader (the activations forward,
     their gradients backward), each pair with its own tag; the step's

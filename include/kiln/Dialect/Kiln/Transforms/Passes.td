@@ -467,11 +467,19 @@ def KilnPipelineStagesPass : Pass<"kiln-pipeline-stages", "mlir::ModuleOp"> {
     as one byte moved): it first finds the smallest possible time of the
     slowest stage, then, among the cuts within 5% of it, the one whose
     activations crossing stage boundaries have the fewest bytes.
-    `boundaries` (the ONNX value names where stages 1..S-1 start, kept by
-    the import's value names) pins the cuts instead; each must be the only
-    batch-dependent value crossing its cut. A parameter read in two stages
-    (tied weights) is an error, and so is a model with fewer costed ops
-    than stages. `kiln-compile --mesh pp=S` runs it.
+    `costs` calibrates the estimate by measured kernel times: a Chrome
+    trace from `kiln-train --profile` (any mesh), whose kernel events carry
+    their ONNX node. A node's measured time per step (its forward and
+    backward kernels; the rank that ran it, the slowest if several did)
+    is shared among the ops of that node by their estimates; the ops the
+    trace does not name keep their estimates, scaled by what the measured
+    ops' estimates under- or overstate overall. `boundaries` (the ONNX
+    value names where stages 1..S-1 start, kept by the import's value
+    names) pins the cuts instead; each must be the only batch-dependent
+    value crossing its cut. A parameter read in several stages (tied
+    weights) stays in each (--kiln-pipeline sums its gradient); a model
+    with fewer costed ops than stages is an error. `kiln-compile --mesh
+    pp=S` runs it.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "2", "pipeline stages (S)">,
@@ -479,6 +487,8 @@ def KilnPipelineStagesPass : Pass<"kiln-pipeline-stages", "mlir::ModuleOp"> {
                "ONNX values where stages 1..S-1 start (default: balanced)">,
     Option<"flopsPerByte", "flops-per-byte", "double", "2.5",
            "the machine balance the cost model assumes">,
+    Option<"costs", "costs", "std::string", "\"\"",
+           "a kiln-train --profile trace whose kernel times calibrate the costs">,
   ];
 }
 

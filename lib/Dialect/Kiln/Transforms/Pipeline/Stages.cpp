@@ -3,7 +3,8 @@
 //
 // Cuts @forward into S pipeline stages (Passes.td has the contract): the
 // ops in order, cut into contiguous runs balanced by each op's cost
-// (CostOpInterface), or at the ONNX values the user names. The pass knows
+// (CostOpInterface, calibrated by a profile's kernel times when given), or
+// at the ONNX values the user names. The pass knows
 // no op: the cost is the interface's, what crosses a cut is the def-use
 // graph's.
 //===----------------------------------------------------------------------===//
@@ -15,8 +16,11 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <limits>
+#include <map>
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNPIPELINESTAGESPASS
@@ -33,6 +37,68 @@ int64_t bytesOf(Type t) {
   int64_t bytes = 0;
   auto r = dyn_cast<RankedTensorType>(t);
   return r && kiln::checkedTypeBytes(r, bytes) ? bytes : 0;
+}
+
+/// Per ONNX node, its kernels' microseconds per step in a Chrome trace of
+/// kiln-train --profile: each rank's sum over the profiled steps divided
+/// by its steps, the largest over the ranks. False with `err` on a file
+/// that is missing, too large, not such a trace or without steps.
+bool readNodeTimes(const std::string &path, std::map<std::string, double> &out,
+                   std::string &err) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) {
+    err = "cannot read '" + path + "': " + buf.getError().message();
+    return false;
+  }
+  if ((*buf)->getBufferSize() > (size_t(1) << 31)) {
+    err = "'" + path + "' is larger than 2 GiB";
+    return false;
+  }
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse((*buf)->getBuffer());
+  if (!v) {
+    err = "'" + path + "' is not JSON: " + llvm::toString(v.takeError());
+    return false;
+  }
+  const llvm::json::Object *top = v->getAsObject();
+  const llvm::json::Array *events = top ? top->getArray("traceEvents") : nullptr;
+  if (!events) {
+    err = "'" + path + "' is not a kiln-train --profile trace (no traceEvents)";
+    return false;
+  }
+  std::map<int64_t, std::map<std::string, double>> perRank;
+  std::map<int64_t, int64_t> steps;
+  for (const llvm::json::Value &e : *events) {
+    const llvm::json::Object *o = e.getAsObject();
+    if (!o)
+      continue;
+    std::optional<llvm::StringRef> cat = o->getString("cat");
+    std::optional<double> dur = o->getNumber("dur");
+    std::optional<int64_t> pid = o->getInteger("pid");
+    if (!cat || !dur || !pid || !(*dur >= 0))
+      continue;
+    if (*cat == "step")
+      ++steps[*pid];
+    if (*cat != "kernel")
+      continue;
+    const llvm::json::Object *args = o->getObject("args");
+    std::optional<llvm::StringRef> node = args ? args->getString("node") : std::nullopt;
+    if (node && !node->empty())
+      perRank[*pid][node->str()] += *dur;
+  }
+  for (auto &[pid, nodes] : perRank) {
+    int64_t n = steps[pid];
+    if (n <= 0) {
+      err = "'" + path + "' has no profiled step on rank " + std::to_string(pid);
+      return false;
+    }
+    for (auto &[node, us] : nodes)
+      out[node] = std::max(out[node], us / (double)n);
+  }
+  if (out.empty()) {
+    err = "'" + path + "' holds no kernel of an ONNX node";
+    return false;
+  }
+  return true;
 }
 
 struct PipelineStagesPass
@@ -84,15 +150,53 @@ LogicalResult PipelineStagesPass::assign(func::FuncOp f) {
         batchDependent.insert(r);
 
   // Each op's estimated time, in units of one byte moved.
+  SmallVector<double> est(N, 0.0);
+  for (int64_t i = 0; i < N; ++i)
+    if (!isa<kiln::ConstantOp>(ops[i]))
+      if (auto cost = dyn_cast<kiln::CostOpInterface>(ops[i]))
+        est[i] = (double)cost.getFlops() / flopsPerByte + (double)cost.getBytesAccessed();
+  // Calibrated by a trace's measured times per ONNX node, where given.
+  if (!costs.empty()) {
+    std::map<std::string, double> measured;
+    std::string err;
+    if (!readNodeTimes(costs, measured, err))
+      return f.emitOpError("--kiln-pipeline-stages: costs: ") << err;
+    auto nodeOf = [](Operation *op) -> std::string {
+      if (auto n = dyn_cast<NameLoc>(op->getLoc()))
+        return n.getName().getValue().str();
+      return "";
+    };
+    std::map<std::string, double> estOfNode;
+    for (int64_t i = 0; i < N; ++i)
+      if (measured.count(nodeOf(ops[i])))
+        estOfNode[nodeOf(ops[i])] += est[i];
+    double estMeasured = 0, usMeasured = 0;
+    for (auto &[node, e] : estOfNode) {
+      estMeasured += e;
+      usMeasured += measured[node];
+    }
+    if (usMeasured <= 0)
+      return f.emitOpError("--kiln-pipeline-stages: costs: the trace '")
+             << costs << "' times none of this model's ONNX nodes";
+    const double perUs = estMeasured > 0 ? estMeasured / usMeasured : 1.0;
+    for (int64_t i = 0; i < N; ++i) {
+      std::string node = nodeOf(ops[i]);
+      auto e = estOfNode.find(node);
+      if (e == estOfNode.end())
+        continue;
+      // The node's time, shared by its ops' estimates (evenly if none).
+      int64_t peers = 0;
+      for (int64_t j = 0; j < N; ++j)
+        peers += nodeOf(ops[j]) == node;
+      double share = e->second > 0 ? est[i] / e->second : 1.0 / (double)peers;
+      est[i] = measured[node] * share * perUs;
+    }
+  }
   SmallVector<double> prefix(N + 1, 0.0);
   int64_t costed = 0;
   for (int64_t i = 0; i < N; ++i) {
-    double c = 0;
-    if (!isa<kiln::ConstantOp>(ops[i]))
-      if (auto cost = dyn_cast<kiln::CostOpInterface>(ops[i]))
-        c = (double)cost.getFlops() / flopsPerByte + (double)cost.getBytesAccessed();
-    costed += c > 0;
-    prefix[i + 1] = prefix[i] + c;
+    costed += est[i] > 0;
+    prefix[i + 1] = prefix[i] + est[i];
   }
   if (costed < S)
     return f.emitOpError("has ")
@@ -218,26 +322,8 @@ LogicalResult PipelineStagesPass::assign(func::FuncOp f) {
     for (int64_t i = cuts[k]; i < cuts[k + 1]; ++i)
       ops[i]->setAttr(kiln::KilnDialect::getStageAttrName(), b.getI64IntegerAttr(k));
 
-  // One stage per parameter: a weight read in two would need its gradient
-  // summed across them and its update sent back.
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    if (!kiln::isParam(f, i))
-      continue;
-    std::optional<int64_t> first;
-    for (Operation *u : f.getArgument(i).getUsers()) {
-      auto it = index.find(u);
-      if (it == index.end())
-        continue;
-      int64_t s = llvm::upper_bound(cuts, it->second) - cuts.begin() - 1;
-      if (first && *first != s)
-        return f.emitOpError("parameter '")
-               << argName(f, i) << "' is read by pipeline stages " << *first
-               << " and " << s
-               << " (tied weights across stages are not supported yet; "
-                  "choose --stage-boundaries that keep its uses in one stage)";
-      first = s;
-    }
-  }
+  // A weight read in several stages (tied embeddings) is held by each;
+  // --kiln-pipeline sums its gradient on the last and sends the update back.
   return success();
 }
 

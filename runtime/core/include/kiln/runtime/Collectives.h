@@ -86,6 +86,13 @@ public:
   /// timed-out or dead peer).
   virtual void recv(const std::string &axis, int peer, int tag, void *buf,
                     size_t count, DType dtype) = 0;
+  /// Starts receiving what recv with the same arguments will take, so that
+  /// the transfer runs while the caller computes; recv then waits for it
+  /// and copies it out. Optional: without it recv receives by itself.
+  virtual void postRecv(const std::string &axis, int peer, int tag, size_t count,
+                        DType dtype) {
+    (void)axis, (void)peer, (void)tag, (void)count, (void)dtype;
+  }
   /// Blocks until every send started has been received. Throws Error.
   virtual void flushSends() {}
 };

@@ -123,6 +123,10 @@ public:
   /// only where the compiler marked the kernel in-place-safe.
   virtual void run(ExecContext &ctx, const void *const *in,
                    void *const *out) = 0;
+  /// Called before a run's first step for the kernels whose step asks for
+  /// it (a pipeline's receives, which post themselves so that what a peer
+  /// sends arrives while the steps before them compute).
+  virtual void beginRun(ExecContext &ctx) { (void)ctx; }
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelSpec &)>;
