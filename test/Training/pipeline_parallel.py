@@ -239,6 +239,16 @@ def main():
                         "interleaved", "--virtual-stages", "2"]),
                       ("pp=2 zb M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
                                           "--schedule", "zb"]),
+                      ("pp=4 gpipe M=4", 4, ["--mesh", "pp=4", "--microbatches", "4",
+                                             "--schedule", "gpipe"]),
+                      # (M=8 ends 1.15e-5 from the 1-rank weights: as at dp=2, Adam
+                      # divides near-zero gradients' round-off by their RMS.)
+                      ("pp=4 1f1b M=4", 4, ["--mesh", "pp=4", "--microbatches", "4"]),
+                      ("pp=4 interleaved V=2 M=4", 4,
+                       ["--mesh", "pp=4", "--microbatches", "4", "--schedule",
+                        "interleaved", "--virtual-stages", "2"]),
+                      ("pp=4 zb M=4", 4, ["--mesh", "pp=4", "--microbatches", "4",
+                                          "--schedule", "zb"]),
                       ("pp=2,dp=2 1f1b M=2", 4, ["--mesh", "pp=2,dp=2",
                                                  "--microbatches", "2"]),
                       ("pp=2,tp=2 1f1b M=4", 4, ["--mesh", "pp=2,tp=2", "--microbatches",
@@ -253,7 +263,12 @@ def main():
                        ["--mesh", "pp=2,dp=2,tp=2", "--microbatches", "2", "--zero", "1"]
                        + MLP_SHARD)]
         else:
-            cases += [("pp=2 1f1b M=4", 2, ["--mesh", "pp=2", "--microbatches", "4"]),
+            cases += [("pp=2 gpipe M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
+                                             "--schedule", "gpipe"]),
+                      ("pp=2 1f1b M=4", 2, ["--mesh", "pp=2", "--microbatches", "4"]),
+                      ("pp=4 interleaved V=2 M=4", 4,
+                       ["--mesh", "pp=4", "--microbatches", "4", "--schedule",
+                        "interleaved", "--virtual-stages", "2"]),
                       ("pp=4 1f1b M=8", 4, ["--mesh", "pp=4", "--microbatches", "8"]),
                       ("pp=4 gpipe M=4", 4, ["--mesh", "pp=4", "--microbatches", "4",
                                              "--schedule", "gpipe"]),
@@ -360,6 +375,26 @@ def main():
               "gpt fp16 --loss-scale dynamic pp=4 zb M=4: the 1-rank run's skipped steps "
               "(%d of %d), losses and final weights" % (sum(runs[1][2]), len(runs[1][2])),
               "%s; %s; skipped %s vs %s" % (why, why2, runs[1][2], runs[4][2]))
+
+    # pp x dp: a stage's gradient all-reduces start during its last
+    # microbatch's backward (each bucket once its gradient sum exists) and
+    # are waited for only before the optimizer.
+    onnx_path, flags, data = export(w, "mlp")
+    exe = os.path.join(w, "mlp-overlap.mlir")
+    r = compile_exe(args, onnx_path, exe, flags + ["--mesh", "pp=2,dp=2", "--microbatches", "2",
+                                                   "--emit", "mlir"])
+    text = open(exe).read() if r.returncode == 0 else ""
+    last_stage = text[text.find("@train_step_pp1"):].splitlines()
+    starts = [i for i, l in enumerate(last_stage) if "dist.all_reduce_start" in l
+              and "tensor<f32>" not in l.split("->")[0]]
+    backward = [i for i, l in enumerate(last_stage) if "kiln.backward" in l]
+    waits = [i for i, l in enumerate(last_stage) if "dist.all_reduce_wait" in l]
+    check(r.returncode == 0 and len(starts) >= 2 and backward and waits and
+          starts[0] < backward[-1] and min(waits) > backward[-1],
+          "pp=2,dp=2: the last stage's gradient all-reduces start inside its last backward "
+          "(%d of %d before its last backward op) and wait after it"
+          % (sum(1 for i in starts if backward and i < backward[-1]), len(starts)),
+          r.stderr.strip())
 
     # --stage-boundaries: the MLP cut after its first ReLU.
     onnx_path, flags, data = export(w, "mlp")

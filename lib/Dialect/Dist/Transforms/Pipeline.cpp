@@ -564,8 +564,53 @@ LogicalResult PipelinePass::order(func::FuncOp g, int64_t rank,
     if (auto s = dyn_cast<SendOp>(c))
       if (Operation *d = s.getInput().getDefiningOp())
         key[c] = std::max(key[c], key[d]);
-  std::stable_sort(ops.begin(), ops.end(),
-                   [&](Operation *a, Operation *b) { return key[a] < key[b]; });
+  // Work after the microbatches that reads only values they computed (the
+  // microbatches' gradient sums, their mean, the norm's squares) runs as
+  // soon as its last input exists, and a bucket's all-reduce then starts
+  // there: while the stage's last backward goes on (its wait stays where
+  // the optimizer reads it). What reads a parameter or optimizer state
+  // (the updates) or a value received after the microbatches stays after.
+  // Within a slot the program order, except that such moved work goes
+  // right after its last input.
+  llvm::DenseMap<Operation *, double> order;
+  for (auto [i, c] : llvm::enumerate(ops))
+    order[c] = (double)i;
+  for (Operation *c : ops) {
+    if (key[c] != last || c->getNumOperands() == 0 ||
+        !(isMemoryEffectFree(c) || isa<AllReduceStartOp>(c)))
+      continue;
+    int64_t k = -1;
+    bool ready = true;
+    SmallVector<Operation *> constants; // copied where read: they move too
+    for (Value v : c->getOperands()) {
+      Operation *d = v.getDefiningOp();
+      if (d && d->getNumOperands() == 0 && isMemoryEffectFree(d)) {
+        constants.push_back(d);
+        continue;
+      }
+      auto it = d ? key.find(d) : key.end();
+      if (!d || it == key.end() || it->second == last) {
+        ready = false;
+        break;
+      }
+      k = std::max(k, it->second);
+    }
+    if (!ready || k < 0)
+      continue;
+    key[c] = k;
+    double after = -1;
+    for (Value v : c->getOperands())
+      if (Operation *d = v.getDefiningOp(); d && key[d] == k)
+        after = std::max(after, order[d]);
+    order[c] = after + 1e-3 * (1.0 - 1.0 / (double)(order.size() + 2)) ;
+    for (Operation *d : constants) {
+      key[d] = std::min(key[d], k);
+      order[d] = std::min(order[d], order[c] - 1e-6);
+    }
+  }
+  std::stable_sort(ops.begin(), ops.end(), [&](Operation *a, Operation *b) {
+    return key[a] < key[b] || (key[a] == key[b] && order[a] < order[b]);
+  });
   Operation *term = gb.getTerminator();
   for (Operation *c : ops)
     c->moveBefore(term);

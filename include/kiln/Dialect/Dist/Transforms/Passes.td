@@ -72,7 +72,11 @@ def KilnPipelinePass : Pass<"kiln-pipeline", "mlir::ModuleOp"> {
     the schedule's order (zb: a microbatch's backward split into the part
     that computes the gradients sent to the previous stage and the weight
     gradients after it), then the accumulated gradients' reduction and
-    the optimizer. Results and arguments a program does not use are
+    the optimizer; work of that last part that reads only values the
+    microbatches computed (the gradients' sums over the microbatches,
+    their mean, a bucket's `dist.all_reduce_start`) moves up to right after
+    its last input, so a stage's dp all-reduces start during its last
+    backward and are waited for only before the optimizer. Results and arguments a program does not use are
     dropped (the updates' `kiln.update` renumbered). Last, the programs are
     run symbolically (sends never wait, a receive waits for its send): an
     order in which every rank would wait on a receive is an error that
