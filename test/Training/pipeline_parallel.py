@@ -34,7 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import close_losses, close_weights, export_samples, losses, run, weights  # noqa: E402
+from rank_runs import (FAILED, check, close_losses, close_weights, export_samples,  # noqa: E402
+                       losses, run, weights)
 from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
@@ -42,14 +43,6 @@ STEPS = 8
 # The MLP's tensor-parallel annotations: fc1 column-parallel, fc2 row-parallel.
 MLP_SHARD = ["--shard", "fc1.weight=tp,-", "--shard", "fc2.weight=-,tp"]
 SAMPLES = 64
-FAILED = []
-
-
-def check(ok, what, detail=""):
-    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
-          flush=True)
-    if not ok:
-        FAILED.append(what)
 
 
 def export(work, name):

@@ -1,5 +1,6 @@
 # What the multi-rank harnesses (data_parallel.py, tensor_parallel.py,
-# pipeline_parallel.py) share: exporting a model with its samples, running
+# pipeline_parallel.py, recompute.py) share: their PASS/FAIL lines,
+# exporting a model with its samples, running
 # an executable on N CPU ranks under mpirun, reading its per-step losses
 # and exported weights, and the N-rank = 1-rank comparisons (losses
 # within 1e-5 relative; floating-point weights within 1e-5, absolute or
@@ -15,6 +16,18 @@ import onnx.numpy_helper
 # Open MPI as root, one thread per rank.
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
+
+
+# The harness's failed checks (each harness prints their count last).
+FAILED = []
+
+
+def check(ok, what, detail=""):
+    """Prints PASS or FAIL and what was checked (with `detail` on failure)."""
+    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
+          flush=True)
+    if not ok:
+        FAILED.append(what)
 
 
 def run(exe, ranks, argv, timeout=300, env=None):

@@ -28,19 +28,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import close_losses, export_samples, losses, run, weights  # noqa: E402
+from rank_runs import FAILED, check, close_losses, export_samples, losses, run, weights  # noqa: E402,E501
 
 BATCH = 16
 SAMPLES = 64
 STEPS = 6
-FAILED = []
-
-
-def check(ok, what, detail=""):
-    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
-          flush=True)
-    if not ok:
-        FAILED.append(what)
 
 
 def main():

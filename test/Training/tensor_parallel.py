@@ -40,13 +40,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import close_losses, close_weights, losses, run, weights  # noqa: E402
+from rank_runs import (FAILED, check, close_losses, close_weights, export_samples,  # noqa: E402
+                       losses, run, weights)
 from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
 STEPS = 16
 SAMPLES = 100
-FAILED = []
 
 MLP_SHARD = ["--shard", "fc1.weight=tp,-", "--shard", "fc1.bias=tp",
              "--shard", "fc2.weight=-,tp"]
@@ -54,13 +54,6 @@ GPT_SHARD = ["--shard", r"blocks\..*\.mlp\.0\.weight=tp,-", "--shard", r"blocks\
              "--shard", r"blocks\..*\.mlp\.2\.weight=-,tp",
              "--shard", r"blocks\..*\.c_attn\.weight=tp,-", "--shard", r"blocks\..*\.c_attn\.bias=tp",
              "--shard", r"blocks\..*\.c_proj\.weight=-,tp", "--shard", "head.weight=tp,-"]
-
-
-def check(ok, what, detail=""):
-    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
-          flush=True)
-    if not ok:
-        FAILED.append(what)
 
 
 def export(work, name):
@@ -77,18 +70,7 @@ def export(work, name):
         in_name = "idx"
         x = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
         y = g.integers(0, 64, size=(SAMPLES, 16)).astype(np.int64)
-    model.train()
-    path = os.path.join(work, name + ".onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),), path,
-                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, input_names=[in_name],
-                          output_names=["logits"],
-                          dynamic_axes={in_name: {0: "batch"}, "logits": {0: "batch"}})
-    np.save(os.path.join(work, name + "_x.npy"), x)
-    np.save(os.path.join(work, name + "_y.npy"), y)
-    return path, ["--data", "%s=%s" % (in_name, os.path.join(work, name + "_x.npy")),
-                  "--data", "labels=" + os.path.join(work, name + "_y.npy")]
+    return export_samples(work, name, model, in_name, x, y, BATCH)
 
 
 def compile_exe(args, onnx_path, out, flags):
