@@ -132,14 +132,14 @@ public:
            op->getNumResults() > 0;
   }
   /// Outside the arena: parameters, inputs, constants.
-  static bool free(Value v) {
+  static bool outsideArena(Value v) {
     return isa<BlockArgument>(v) || isa_and_nonnull<kiln::ConstantOp>(v.getDefiningOp());
   }
   /// Kept whatever is recomputed: free, or saved and not recomputed, or
   /// made by an op that is not cloned (side effects).
   bool kept(Value v, const llvm::DenseSet<Value> &cloned) const {
-    if (free(v) || cloned.count(v))
-      return free(v);
+    if (outsideArena(v) || cloned.count(v))
+      return outsideArena(v);
     Operation *d = v.getDefiningOp();
     if (!recomputable(d))
       return true;
@@ -261,7 +261,7 @@ public:
     // [first, last] per root; a returned value lives to the end.
     llvm::DenseMap<Key, std::pair<int64_t, int64_t>> span;
     auto touch = [&](Key k, int64_t t) {
-      if (free(k.first))
+      if (outsideArena(k.first))
         return;
       auto [it, fresh] = span.try_emplace(k, t, t);
       it->second.first = std::min(it->second.first, t);
@@ -288,15 +288,15 @@ public:
       if (!r.op->hasTrait<kiln::trait::InPlaceElementwise>() || r.outs.size() != 1)
         continue;
       Key out = r.outs[0];
-      if (free(out.first) || out.first.getDefiningOp() != r.op || !span.count(out))
+      if (outsideArena(out.first) || out.first.getDefiningOp() != r.op || !span.count(out))
         continue;
       for (auto [k, in] : llvm::zip(r.ins, r.op->getOperands())) {
-        if (free(k.first) || in.getType() != r.op->getResult(0).getType())
+        if (outsideArena(k.first) || in.getType() != r.op->getResult(0).getType())
           continue;
         Key lead = leader(k);
         if (lead == leader(out) || span.lookup(lead).second != r.t)
           continue;
-        if (llvm::count_if(r.ins, [&](Key o) { return !free(o.first) && leader(o) == lead; }) > 1)
+        if (llvm::count_if(r.ins, [&](Key o) { return !outsideArena(o.first) && leader(o) == lead; }) > 1)
           continue;
         auto &a = span[lead];
         auto b = span.lookup(out);
