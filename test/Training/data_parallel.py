@@ -58,19 +58,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import ENV, close_losses, close_weights, export_samples, losses, run, weights  # noqa: E402,F401
+from rank_runs import (ENV, FAILED, check, close_losses, close_weights,  # noqa: E402,F401
+                       export_samples, losses, run, weights)
 
 BATCH = 16     # the global batch
 STEPS = 16
 SAMPLES = 100  # 6 steps per epoch: shuffled every epoch
-FAILED = []
-
-
-def check(ok, what, detail=""):
-    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
-          flush=True)
-    if not ok:
-        FAILED.append(what)
 
 
 def make_model(name):

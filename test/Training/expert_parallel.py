@@ -40,22 +40,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import close_losses, close_weights, losses, run, weights  # noqa: E402
+from rank_runs import FAILED, check, close_losses, close_weights, losses, run, weights  # noqa: E402,E501
 from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 8
 STEPS = 12
 SAMPLES = 64
 LR = 0.05
-FAILED = []
 EXPERT_PARAMS = ("moe.w1", "moe.b1", "moe.w2", "moe.b2")
-
-
-def check(ok, what, detail=""):
-    print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),
-          flush=True)
-    if not ok:
-        FAILED.append(what)
 
 
 def export(work):

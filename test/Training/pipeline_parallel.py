@@ -20,7 +20,6 @@
 #     --schedule without pp, and composition not built yet: one line each.
 #
 # Usage: /usr/bin/python3 test/Training/pipeline_parallel.py --bin build/bin --work DIR
-import argparse
 import json
 import os
 import shutil
@@ -35,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
 from rank_runs import (FAILED, check, close_losses, close_weights, export_samples,  # noqa: E402
-                       losses, run, weights)
+                       harness_args, losses, run, weights)
 from safetensors_np import read_safetensors  # noqa: E402
 
 BATCH = 16
@@ -72,6 +71,18 @@ def compile_exe(args, onnx_path, out, flags):
                         "--batch-size", str(BATCH), "--loss", "cross-entropy"] + flags,
                        capture_output=True, text=True)
     return r
+
+
+def schedule_case(pp, m, kind):
+    """(label, ranks, compile flags) of `kind` at pp stages, m microbatches
+    (interleaved: 2 chunks per rank)."""
+    flags = ["--mesh", "pp=%d" % pp, "--microbatches", str(m)]
+    if kind != "1f1b":
+        flags += ["--schedule", kind]
+    if kind == "interleaved":
+        flags += ["--virtual-stages", "2"]
+    return ("pp=%d %s%s M=%d" % (pp, kind, " V=2" if kind == "interleaved" else "", m),
+            pp, flags)
 
 
 def train_pair(args, w, onnx_path, base, what, tag, flags, pipe):
@@ -188,13 +199,7 @@ def checkpoints(args, w):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    w = args.work
+    args, w = harness_args()
 
     for name in ("mlp", "gpt"):
         onnx_path, flags, data = export(w, name)
@@ -224,25 +229,12 @@ def main():
         # (label, ranks, extra compile flags)
         cases = [("microbatches=4 (1 rank)", 1, ["--microbatches", "4"])]
         if name == "mlp":
-            cases += [("pp=2 gpipe M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
-                                             "--schedule", "gpipe"]),
-                      ("pp=2 1f1b M=4", 2, ["--mesh", "pp=2", "--microbatches", "4"]),
-                      ("pp=2 interleaved V=2 M=4", 2,
-                       ["--mesh", "pp=2", "--microbatches", "4", "--schedule",
-                        "interleaved", "--virtual-stages", "2"]),
-                      ("pp=2 zb M=4", 2, ["--mesh", "pp=2", "--microbatches", "4",
-                                          "--schedule", "zb"]),
-                      ("pp=4 gpipe M=4", 4, ["--mesh", "pp=4", "--microbatches", "4",
-                                             "--schedule", "gpipe"]),
-                      # (M=8 ends 1.15e-5 from the 1-rank weights: as at dp=2, Adam
-                      # divides near-zero gradients' round-off by their RMS.)
-                      ("pp=4 1f1b M=4", 4, ["--mesh", "pp=4", "--microbatches", "4"]),
-                      ("pp=4 interleaved V=2 M=4", 4,
-                       ["--mesh", "pp=4", "--microbatches", "4", "--schedule",
-                        "interleaved", "--virtual-stages", "2"]),
-                      ("pp=4 zb M=4", 4, ["--mesh", "pp=4", "--microbatches", "4",
-                                          "--schedule", "zb"]),
-                      ("pp=2,dp=2 1f1b M=2", 4, ["--mesh", "pp=2,dp=2",
+            # Every schedule at pp=2 and pp=4, M=4 (pp=4 1f1b at M=8 ends
+            # 1.15e-5 from the 1-rank weights: as at dp=2, Adam divides
+            # near-zero gradients' round-off by their RMS).
+            cases += [schedule_case(pp, 4, k) for pp in (2, 4)
+                      for k in ("gpipe", "1f1b", "interleaved", "zb")]
+            cases += [("pp=2,dp=2 1f1b M=2", 4, ["--mesh", "pp=2,dp=2",
                                                  "--microbatches", "2"]),
                       ("pp=2,tp=2 1f1b M=4", 4, ["--mesh", "pp=2,tp=2", "--microbatches",
                                                  "4"] + MLP_SHARD),

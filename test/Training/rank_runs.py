@@ -22,6 +22,19 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 FAILED = []
 
 
+def harness_args():
+    """--bin and --work (emptied and created); returns (args, work dir)."""
+    import argparse
+    import shutil
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    return args, args.work
+
+
 def check(ok, what, detail=""):
     """Prints PASS or FAIL and what was checked (with `detail` on failure)."""
     print(("PASS " if ok else "FAIL ") + what + ("" if ok or not detail else ": " + detail),

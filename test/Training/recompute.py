@@ -14,10 +14,8 @@
 #     line names that minimum), an unknown mode: one line, exit 1.
 #
 # Usage: /usr/bin/python3 test/Training/recompute.py --bin build/bin --work DIR
-import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -28,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Models"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
-from rank_runs import FAILED, check, close_losses, export_samples, losses, run, weights  # noqa: E402,E501
+from rank_runs import (FAILED, check, close_losses, export_samples,  # noqa: E402
+                       harness_args, losses, run, weights)
 
 BATCH = 16
 SAMPLES = 64
@@ -36,13 +35,7 @@ STEPS = 6
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    w = args.work
+    args, w = harness_args()
 
     g = np.random.default_rng(11)
     torch.manual_seed(0)

@@ -356,7 +356,10 @@ LogicalResult PipelinePass::split(ModuleOp m, func::FuncOp f) {
             r.replaceUsesWithIf(recv.getResult(), [&](OpOperand &u) {
               return !isa<func::ReturnOp>(u.getOwner()) ||
                      returnedToAll.contains(orig) ||
-                     (updateTo.count(orig) && updateTo.lookup(orig).count(rank));
+                     [&] {
+                       auto it = updateTo.find(orig);
+                       return it != updateTo.end() && it->second.count(rank);
+                     }();
             });
           }
         }
